@@ -1,0 +1,3 @@
+from morello_build.cli import main
+
+raise SystemExit(main())
