@@ -1,0 +1,265 @@
+"""Rewrites of a spec into smaller specs: tile, split, move, to-accumulate, select a kernel.
+
+Each action's ``plan`` returns the sub-specs it needs and a function that assembles their Impls into
+its node (or None when it does not apply). The search and the manual scheduling API share them.
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, replace
+from math import ceil, prod
+from typing import Callable
+
+from morello_build import cost as costmodel
+from morello_build.impl import Accum, Kernel, Loop, MoveImpl, Region, add_peak, max_peaks
+from morello_build.layout import Layout, interleaved, packed, row_major
+from morello_build.spec import DType, Level, Matmul, MemoryLimits, Move, Spec, TensorSpec, Zero, canonicalize
+from morello_build.target.kernels import BY_NAME, registers
+
+L1_GRANULE = 4096  # L1 limits are kept in whole 4 KiB so that similar specs share memo entries
+
+
+@dataclass(frozen=True)
+class Plan:
+    subspecs: tuple[Spec, ...]
+    build: Callable[[tuple], object]
+    weights: tuple[float, ...] | None = None  # how often each sub-spec runs (per core), for bounds
+
+    def lower_bound(self, bound: Callable[[Spec], float]) -> float:
+        weights = self.weights or (1.0,) * len(self.subspecs)
+        return sum(w * bound(s) for w, s in zip(weights, self.subspecs))
+
+
+# -- helpers ---------------------------------------------------------------------------------------
+def operand_tiles(op, iter_shape) -> tuple[TensorSpec, ...]:
+    return tuple(
+        t.tile(tuple(iter_shape[j] for j in dims)) for t, dims in zip(op.operands, op.operand_iter_dims)
+    )
+
+
+def respects_strips(op, tile) -> bool:
+    """Tiles may not cut a packed or interleaved strip (the kernels handle a ragged final strip)."""
+    full = op.iter_shape
+    for t, dims in zip(op.operands, op.operand_iter_dims):
+        for p, j in enumerate(dims):
+            if tile[j] < full[j] and tile[j] % t.layout.strip(p):
+                return False
+    return True
+
+
+def loop_regions(full, tile, dims):
+    """(remainder flags, tile count, region shape) for main tiles and ragged ends of each dim."""
+    per_dim = []
+    for d in dims:
+        q, r = divmod(full[d], tile[d])
+        per_dim.append([x for x in ((False, q, tile[d]), (True, 1, r)) if x[1] and x[2]])
+    for combo in itertools.product(*per_dim):
+        shape = list(full)
+        for d, (_, _, size) in zip(dims, combo):
+            shape[d] = size
+        yield tuple(c[0] for c in combo), prod(c[1] for c in combo), tuple(shape)
+
+
+def round_limits(limits: MemoryLimits) -> MemoryLimits:
+    return replace(limits, l1=limits.l1 - limits.l1 % L1_GRANULE)
+
+
+# -- actions ---------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Tile:
+    """Loop over tiles of the iteration space (output dims: tile; reduction dims: split)."""
+
+    tile: tuple[int, ...]
+    parallel: bool = False
+
+    def plan(self, spec: Spec, target) -> Plan | None:
+        op, full = spec.op, spec.op.iter_shape
+        dims = tuple(d for d, (t, f) in enumerate(zip(self.tile, full)) if t < f)
+        if not dims or any(t < 1 for t in self.tile) or not respects_strips(op, self.tile):
+            return None
+        if any(d in op.reduction_dims for d in dims) and (not op.accum or self.parallel):
+            return None
+        regions = list(loop_regions(full, self.tile, dims))
+        if self.parallel and sum(r[1] for r in regions) < 2:
+            return None
+        # Parallel loops only at the outermost loop level: one inside a serial loop would pay its
+        # setup every trip, so every loop makes its body serial.
+        serial = True
+        subspecs = tuple(
+            canonicalize(Spec(op.with_operands(operand_tiles(op, shape), serial=serial), spec.limits))
+            for _, _, shape in regions
+        )
+
+        def build(bodies):
+            regs = tuple(Region(rem, n, shape, b) for (rem, n, shape), b in zip(regions, bodies))
+            c = costmodel.loop_cost(regs, self.parallel, target)
+            return Loop(spec, dims, self.tile, self.parallel, regs, c, max_peaks(*(b.peaks for b in bodies)))
+
+        tiles = sum(r[1] for r in regions)
+        share = ceil(tiles / min(target.cores, tiles)) / tiles if self.parallel else 1.0
+        return Plan(subspecs, build, tuple(r[1] * share for r in regions))
+
+
+@dataclass(frozen=True)
+class MoveOperand:
+    """Give one operand a new buffer at ``level`` (L1 with no layout/dtype change is a cache view)."""
+
+    operand: int
+    level: Level
+    layout: Layout | None = None  # None: keep the operand's layout (a view, or registers)
+    dtype: DType | None = None
+
+    def buffer(self, t: TensorSpec, target) -> TensorSpec:
+        if self.level == Level.L1 and self.layout is None and self.dtype in (None, t.dtype):
+            return replace(t, level=Level.L1)
+        layout = self.layout or (packed(2, target.lanes) if self.level == Level.VRF else row_major())
+        vs = target.lanes if self.level == Level.VRF else None
+        dtype = DType.F32 if self.level in (Level.VRF, Level.RF) else (self.dtype or t.dtype)
+        return TensorSpec(t.shape, dtype, layout, self.level, len(layout.digits), vs)
+
+    def buffer_bytes(self, buf: TensorSpec, target) -> int:
+        if buf.level == Level.VRF:
+            return registers(buf, target) * target.vector_bytes
+        return buf.layout.buffer_elements(buf.shape) * buf.dtype.bytes
+
+    def plan(self, spec: Spec, target) -> Plan | None:
+        op, i = spec.op, self.operand
+        t = op.operands[i]
+        if t.level >= self.level and not (t.level == Level.L1 and self.level == Level.L1 and self.layout):
+            return None
+        if self.level == Level.VRF and target.lanes == 0:
+            return None
+        buf = self.buffer(t, target)
+        view = buf.layout == t.layout and buf.dtype == t.dtype and buf.level == Level.L1 and t.level == Level.GL
+        if buf.level == Level.L1 and not view and buf.layout == t.layout and buf.dtype == t.dtype:
+            return None  # a copy that changes nothing
+        nbytes = self.buffer_bytes(buf, target)
+        limits = spec.limits.minus(self.level, nbytes)
+        if limits is None:
+            return None
+        limits = round_limits(limits)
+        inner = canonicalize(replace(spec, op=op.with_operands(
+            tuple(buf if j == i else u for j, u in enumerate(op.operands))), limits=limits))
+        is_output = i in op.outputs
+        load = store = None
+        if not view:
+            if not is_output or op.accum:
+                load = canonicalize(Spec(Move(t, buf, serial=op.serial), limits))
+            if is_output:
+                store = canonicalize(Spec(Move(buf, t, serial=op.serial), limits))
+        subspecs = tuple(s for s in (load, inner, store) if s is not None)
+
+        def build(impls):
+            it = iter(impls)
+            li = next(it) if load else None
+            body = next(it)
+            si = next(it) if store else None
+            parts = [x for x in (li, body, si) if x is not None]
+            c = sum(p.cost for p in parts) + (costmodel.view_cost(t, target) if view else 0.0)
+            peaks = add_peak(max_peaks(*(p.peaks for p in parts)), self.level, nbytes)
+            return MoveImpl(spec, i, buf, view, li, body, si, c, peaks)
+
+        return Plan(subspecs, build)
+
+
+@dataclass(frozen=True)
+class ToAccum:
+    """C = A·B  becomes  C = 0; C += A·B."""
+
+    def plan(self, spec: Spec, target) -> Plan | None:
+        op = spec.op
+        if not isinstance(op, Matmul) or op.accum:
+            return None
+        zero = canonicalize(Spec(Zero(op.c, serial=op.serial), spec.limits))
+        body = canonicalize(replace(spec, op=replace(op, accum=True)))
+
+        def build(impls):
+            z, b = impls
+            return Accum(spec, z, b, z.cost + b.cost, max_peaks(z.peaks, b.peaks))
+
+        return Plan((zero, body), build)
+
+
+@dataclass(frozen=True)
+class Select:
+    """Implement the spec with a catalog microkernel."""
+
+    kernel: str
+
+    def plan(self, spec: Spec, target) -> Plan | None:
+        k = BY_NAME.get(self.kernel)
+        if k is None or k.kind != spec.op.kind or not k.features <= target.features:
+            return None
+        if not k.applies(spec.op, target):
+            return None
+        return Plan((), lambda _: Kernel(spec, k.name, k.cost(spec.op, target)))
+
+
+# -- enumeration for the search --------------------------------------------------------------------
+def _pow2_below(n: int):
+    p = 1
+    while p < n:
+        yield p
+        p *= 2
+
+
+def _tiles_one_dim(full, dims):
+    for d in dims:
+        for size in _pow2_below(full[d]):
+            yield tuple(size if j == d else f for j, f in enumerate(full))
+
+
+def _parallel_tiles(full, dims):
+    yield from _tiles_one_dim(full, dims)
+    for d1, d2 in itertools.combinations(dims, 2):
+        for s1 in _pow2_below(full[d1]):
+            for s2 in _pow2_below(full[d2]):
+                yield tuple(s1 if j == d1 else s2 if j == d2 else f for j, f in enumerate(full))
+
+
+def _move_options(op, i, target):
+    """Which buffers are worth trying for operand i (data, not a free-for-all, to bound the search)."""
+    t = op.operands[i]
+    is_output = i in op.outputs
+    opts = []
+    if t.level == Level.GL and not is_output:
+        opts.append(MoveOperand(i, Level.L1))  # cache view
+    if isinstance(op, Matmul) and not is_output and t.level in (Level.GL, Level.L1):
+        if t.dtype == DType.BF16:
+            opts.append(MoveOperand(i, Level.L1, row_major(), DType.F32))
+        w = target.lanes
+        if i == 1 and w and op.iter_shape[3] > w:
+            opts.append(MoveOperand(i, Level.L1, packed(2, w), DType.F32))
+        if i == 0 and w and t.dtype == DType.F32 and op.b.dtype == DType.BF16 and op.iter_shape[2] > 1:
+            opts.append(MoveOperand(i, Level.L1, interleaved(row_major(), 2, 2 * w)))
+    if t.level in (Level.GL, Level.L1):
+        if target.lanes and (is_output or (i == 1 and isinstance(op, Matmul) and op.iter_shape[2] == 1)):
+            opts.append(MoveOperand(i, Level.VRF))
+        if t.volume * 4 <= target.limits().rf and (is_output or t.volume == 1):
+            opts.append(MoveOperand(i, Level.RF))
+    return opts
+
+
+def enumerate_actions(spec: Spec, target):
+    op = spec.op
+    for k in target.kernels():
+        if k.kind == op.kind:
+            yield Select(k.name)
+    full = op.iter_shape
+    if isinstance(op, Matmul):
+        if not op.accum:
+            yield ToAccum()
+        out_dims = (0, 1, 3)
+        for tile in _tiles_one_dim(full, out_dims):
+            yield Tile(tile)
+        if not op.serial and target.cores > 1:
+            for tile in _parallel_tiles(full, out_dims):
+                yield Tile(tile, parallel=True)
+        if op.accum:
+            for tile in _tiles_one_dim(full, (2,)):
+                yield Tile(tile)
+        for i in range(3):
+            yield from _move_options(op, i, target)
+    else:
+        for tile in _tiles_one_dim(full, (0, 1, 2)):
+            yield Tile(tile)

@@ -1,0 +1,48 @@
+"""The affine cost model for composite nodes; kernel costs come from the target's catalog."""
+from __future__ import annotations
+
+from math import ceil
+
+from morello_build.impl import Region
+from morello_build.spec import TensorSpec
+
+
+def loop_cost(regions: tuple[Region, ...], parallel: bool, target) -> float:
+    """Body cost times trips (remainders included); parallel loops split tiles over the cores."""
+    c = target.costs
+    tiles = sum(r.count for r in regions)
+    work = sum(r.count * (r.body.cost + c.loop_iter) for r in regions)
+    if not parallel:
+        return work
+    per_core_tiles = ceil(tiles / min(target.cores, tiles))
+    return work * per_core_tiles / tiles + c.parallel_setup
+
+
+def view_cost(operand: TensorSpec, target) -> float:
+    """Bringing a tile's lines from main memory once, so that the body reads it at L1 cost."""
+    return operand.lines() * target.costs.gl_line
+
+
+def sort_key(impl) -> tuple:
+    """Total order on solutions: cost, then peak memory (fast levels first), then tree depth."""
+    from morello_build.impl import depth
+
+    return (round(impl.cost, 6), tuple(reversed(impl.peaks)), depth(impl))
+
+
+def lower_bound(spec, target) -> float:
+    """A cost no program for ``spec`` can beat: every GL input line is read at least once, and every
+    multiply-add takes at least the cheapest kernel's share of an FMA (vdpbf16ps: two per lane)."""
+    from morello_build.spec import DType, Level
+
+    op, c = spec.op, target.costs
+    inputs = [t for i, t in enumerate(op.operands) if i not in op.outputs]
+    memory = sum(t.lines() * c.gl_line for t in inputs if t.level == Level.GL)
+    if op.kind != "matmul":
+        return memory
+    volume = 1
+    for s in op.iter_shape:
+        volume *= s
+    pairs = 2 if target.has("avx512bf16") and op.a.dtype == op.b.dtype == DType.BF16 else 1
+    compute = volume * c.vec_fma / (pairs * target.lanes) if target.lanes else volume * c.scalar_op
+    return memory + compute

@@ -1,0 +1,130 @@
+"""Impl trees: the programs the search builds. Immutable; every node knows its cost and peak memory.
+
+- ``Kernel``: a catalog microkernel implementing its spec directly.
+- ``Loop``: tiles iteration dims; each region (main tiles, remainder strips) has its own body.
+- ``MoveImpl``: gives an operand a new buffer (level, layout, dtype) around a body; ``view`` moves
+  only relabel GL data as L1-resident (no copy).
+- ``Accum``: zero the output, then run the accumulating body.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from morello_build.spec import Level, Spec, TensorSpec
+
+Peaks = tuple[int, int, int]  # bytes at L1, VRF, RF
+
+
+@dataclass(frozen=True)
+class Kernel:
+    spec: Spec
+    name: str
+    cost: float
+    peaks: Peaks = (0, 0, 0)
+
+    @property
+    def children(self) -> tuple:
+        return ()
+
+    def label(self) -> str:
+        return f"{self.name}"
+
+
+@dataclass(frozen=True)
+class Region:
+    """Tiles of one shape inside a Loop: ``remainder[i]`` says whether tiled dim i is its ragged end."""
+
+    remainder: tuple[bool, ...]
+    count: int
+    shape: tuple[int, ...]  # iteration tile shape of this region
+    body: "Impl"
+
+
+@dataclass(frozen=True)
+class Loop:
+    spec: Spec
+    dims: tuple[int, ...]  # iteration dims tiled
+    tile: tuple[int, ...]  # full iteration tile shape (main tiles)
+    parallel: bool
+    regions: tuple[Region, ...]
+    cost: float
+    peaks: Peaks
+
+    @property
+    def children(self) -> tuple:
+        return tuple(r.body for r in self.regions)
+
+    def label(self) -> str:
+        names = self.spec.op.iter_names
+        kind = "parallel for" if self.parallel else "for"
+        steps = ", ".join(f"{names[d]} by {self.tile[d]}" for d in self.dims)
+        return f"{kind} {steps}"
+
+
+@dataclass(frozen=True)
+class MoveImpl:
+    spec: Spec
+    operand: int
+    buffer: TensorSpec  # the new buffer at its full shape, with its real (uncanonicalized) layout
+    view: bool
+    load: object | None
+    body: object
+    store: object | None
+    cost: float
+    peaks: Peaks
+
+    @property
+    def children(self) -> tuple:
+        return tuple(c for c in (self.load, self.body, self.store) if c is not None)
+
+    def label(self) -> str:
+        name = self.spec.op.operand_names[self.operand]
+        what = "view" if self.view else "move"
+        return f"{what} {name} -> {self.buffer.describe()}"
+
+
+@dataclass(frozen=True)
+class Accum:
+    spec: Spec
+    zero: object
+    body: object
+    cost: float
+    peaks: Peaks
+
+    @property
+    def children(self) -> tuple:
+        return (self.zero, self.body)
+
+    def label(self) -> str:
+        return "to_accum"
+
+
+Impl = Kernel | Loop | MoveImpl | Accum
+
+
+def depth(impl: Impl) -> int:
+    return 1 + max((depth(c) for c in impl.children), default=0)
+
+
+def max_peaks(*peaks: Peaks) -> Peaks:
+    return tuple(max(p[i] for p in peaks) for i in range(3)) if peaks else (0, 0, 0)
+
+
+def add_peak(peaks: Peaks, level: Level, nbytes: int) -> Peaks:
+    if level == Level.GL:
+        return peaks
+    i = int(level) - 1
+    return tuple(p + (nbytes if j == i else 0) for j, p in enumerate(peaks))
+
+
+def format_tree(impl: Impl, indent: str = "  ") -> str:
+    """The chosen program as an indented tree, each node with its spec and cost."""
+    lines: list[str] = []
+
+    def walk(node, level):
+        lines.append(f"{indent * level}{node.label()}  [cost {node.cost:,.0f}]  {node.spec.describe()}")
+        for child in node.children:
+            walk(child, level + 1)
+
+    walk(impl, 0)
+    return "\n".join(lines)

@@ -1,0 +1,110 @@
+"""Memoized top-down dynamic programming over specs.
+
+The best program for a spec is the cheapest (see ``cost.sort_key``) over every action that applies,
+each sub-spec solved recursively once. Actions are enumerated in a fixed order and ties keep the first,
+so the result is deterministic.
+"""
+from __future__ import annotations
+
+import sys
+from typing import Callable
+
+from morello_build.actions import Plan, enumerate_actions
+from morello_build.cost import lower_bound, sort_key
+from morello_build.spec import Spec, canonicalize
+
+
+class NoProgram(Exception):
+    """No program implements the spec within its memory limits."""
+
+
+class Search:
+    def __init__(self, target, progress: Callable[[int], None] | None = None, store=None, prune=True):
+        self.target = target
+        self.prune = prune
+        # op -> [(limits, impl or None)]: an Impl found under limits L with peak P is also the best
+        # answer for every limits between P and L, and "nothing fits" under L holds below L too.
+        self.memo: dict[object, list] = {}
+        self.visited = 0
+        self._progress = progress
+        self._store = store  # optional persistent memo: get(spec) / put(spec, impl)
+
+    def best(self, spec: Spec):
+        """The best Impl for ``spec``, or None if nothing fits its limits."""
+        spec = canonicalize(spec)
+        found, hit = self._lookup(spec)
+        if found:
+            return hit
+        if self._store is not None:
+            found, impl = self._store.get(spec, self)
+            if found:
+                self._remember(spec, impl)
+                return impl
+        best = best_key = None
+        for action in enumerate_actions(spec, self.target):
+            impl = self.apply(spec, action, budget=best.cost if best is not None else None)
+            if impl is not None:
+                key = sort_key(impl)
+                if best is None or key < best_key:
+                    best, best_key = impl, key
+        self._remember(spec, best)
+        self.visited += 1
+        if self._progress and self.visited % 256 == 0:
+            self._progress(self.visited)
+        if self._store is not None:
+            self._store.put(spec, best)
+        return best
+
+    def _lookup(self, spec: Spec):
+        q = spec.limits.as_tuple()
+        for limits, impl in self.memo.get(spec.op, ()):
+            if all(a <= b for a, b in zip(q, limits)) and (
+                impl is None or all(p <= a for p, a in zip(impl.peaks, q))
+            ):
+                return True, impl
+        return False, None
+
+    def _remember(self, spec: Spec, impl) -> None:
+        self.memo.setdefault(spec.op, []).append((spec.limits.as_tuple(), impl))
+
+    @property
+    def specs_stored(self) -> int:
+        return sum(len(v) for v in self.memo.values())
+
+    def bound(self, spec: Spec) -> float:
+        return lower_bound(spec, self.target) if self.prune else 0.0
+
+    def apply(self, spec: Spec, action, bodies: dict[int, Callable] | None = None, budget=None):
+        """Apply one action; its sub-specs are synthesized unless ``bodies`` gives a builder for them.
+
+        With a ``budget`` (the best cost found so far), plans whose lower bound exceeds it are skipped:
+        they cannot win, and sub-specs are memoized independently of any budget.
+        """
+        plan = action.plan(spec, self.target)
+        if plan is None:
+            return None
+        if budget is not None and self.prune and plan.lower_bound(self.bound) > budget:
+            return None
+        children = []
+        for i, sub in enumerate(plan.subspecs):
+            maker = (bodies or {}).get(i)
+            child = maker(sub) if maker else self.best(sub)
+            if child is None:
+                return None
+            children.append(child)
+            if budget is not None and self.prune and i + 1 < len(plan.subspecs):
+                partial = Plan(plan.subspecs[i + 1:], plan.build, plan.weights and plan.weights[i + 1:])
+                done = sum(w * c.cost for w, c in zip(plan.weights or (1.0,) * len(children), children))
+                if done + partial.lower_bound(self.bound) > budget:
+                    return None
+        return plan.build(tuple(children))
+
+
+def synthesize(spec: Spec, target, progress=None, store=None, prune=True):
+    """Best program for ``spec`` on ``target``; raises NoProgram if none fits."""
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 20000))
+    search = Search(target, progress, store, prune)
+    impl = search.best(spec)
+    if impl is None:
+        raise NoProgram(f"no program implements '{spec.describe()}' within its memory limits")
+    return impl, search

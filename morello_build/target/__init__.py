@@ -1,0 +1,102 @@
+"""x86 targets as data: feature levels, memory capacities and cost constants.
+
+The kernel catalog (what each microkernel applies to and costs) lives in ``kernels.py``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+
+from morello_build.spec import MemoryLimits
+
+
+@dataclass(frozen=True)
+class CostTable:
+    """Cycle estimates for one core (Zen 5 class); the cost model is affine in these."""
+
+    gl_line: float = 8.0  # a 64-byte line from main memory (~33 GB/s at ~4.5 GHz)
+    l1_line: float = 0.5  # a line already in L1 (a cache view or packed buffer)
+    vec_load: float = 0.5  # one vector load from L1
+    vec_store: float = 1.0
+    vec_fma: float = 0.5  # two FMA pipes
+    vec_op: float = 0.35  # shift / and / convert
+    vec_zero: float = 0.25
+    scalar_op: float = 1.0
+    hsum: float = 6.0  # horizontal sum of one vector
+    copy_elem: float = 0.3  # per element of a packing copy (compiler-vectorized loop)
+    loop_iter: float = 1.0  # per iteration of a rolled loop
+    parallel_setup: float = 4000.0  # waking workers and joining them
+
+
+@dataclass(frozen=True)
+class Target:
+    """An instruction-set level: what codegen may emit and what the search may assume."""
+
+    isa: str
+    features: frozenset[str]
+    vector_bytes: int  # 0: no vector registers
+    vector_regs: int
+    l1_bytes: int = 48 * 1024
+    scalar_regs: int = 12
+    cores: int = 2
+    costs: CostTable = field(default_factory=CostTable)
+
+    @property
+    def lanes(self) -> int:
+        """f32 lanes per vector register (0 for scalar targets)."""
+        return self.vector_bytes // 4
+
+    def has(self, feature: str) -> bool:
+        return feature in self.features
+
+    def limits(self) -> MemoryLimits:
+        # Leave registers for B vectors, broadcasts and widening temporaries in the kernels.
+        vrf = max(self.vector_regs - 4, 0) * self.vector_bytes
+        return MemoryLimits(self.l1_bytes, vrf, self.scalar_regs * 4)
+
+    def kernels(self):
+        from morello_build.target.kernels import CATALOG
+
+        return tuple(k for k in CATALOG if k.features <= self.features)
+
+
+_AVX2 = frozenset({"avx2", "fma"})
+_AVX512 = _AVX2 | {"avx512f", "avx512bw", "avx512vl", "avx512dq"}
+
+TARGETS = {
+    "scalar": Target("scalar", frozenset(), 0, 0),
+    "avx2": Target("avx2", _AVX2, 32, 16),
+    "highway": Target("highway", _AVX2 | {"highway"}, 32, 16),
+    "avx512": Target("avx512", _AVX512, 64, 32),
+    "avx512_bf16": Target("avx512_bf16", _AVX512 | {"avx512bf16"}, 64, 32),
+}
+ISAS = ("native",) + tuple(TARGETS)
+
+
+def cpu_flags() -> frozenset[str]:
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return frozenset()
+    for line in text.splitlines():
+        if line.startswith("flags"):
+            return frozenset(line.split(":", 1)[1].split())
+    return frozenset()
+
+
+@cache
+def native_isa() -> str:
+    flags = {f.replace("avx512_bf16", "avx512bf16") for f in cpu_flags()}
+    for isa in ("avx512_bf16", "avx512", "avx2"):
+        if TARGETS[isa].features - {"highway"} <= flags:
+            return isa
+    return "scalar"
+
+
+def get_target(isa: str = "native") -> Target:
+    if isa == "native":
+        isa = native_isa()
+    if isa not in TARGETS:
+        raise ValueError(f"unknown ISA '{isa}'; accepted: {', '.join(ISAS)}")
+    return TARGETS[isa]
