@@ -1,7 +1,169 @@
-"""Command-line interface (placeholder until the synthesizer lands)."""
+"""`morello-build` / `python -m morello_build`: synth, explain, check-spec, db, vendor, --cmakedir.
+
+User mistakes end in one line on stderr ("morello-build: error: ...") and exit status 2; synthesis
+finding no program exits 3. Tracebacks are for our bugs only.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
 import sys
+import time
+
+from morello_build import __version__
+from morello_build.target import ISAS
+
+
+class UserError(Exception):
+    """A mistake in the command line or its inputs: reported as one line."""
+
+
+def _progress():
+    """A live counter of specs visited, on stderr, only when it is a terminal."""
+    if not sys.stderr.isatty():
+        return None, lambda: None
+    from rich.console import Console
+    from rich.status import Status
+
+    status = Status("synthesizing", console=Console(stderr=True))
+    status.start()
+    t0 = time.monotonic()
+    update = lambda n: status.update(f"synthesizing: {n:,} specs visited, {time.monotonic() - t0:.0f} s")
+    return update, status.stop
+
+
+def _synthesize(args, header: bool):
+    from morello_build import api
+
+    update, stop = _progress()
+    try:
+        if header:
+            return api.synthesize_header(
+                args.spec, isa=args.isa, name=args.name, namespace=args.namespace, db=args.db, progress=update
+            )
+        return api.synthesize_program(args.spec, isa=args.isa, db=args.db, progress=update)
+    finally:
+        stop()
+
+
+def cmd_synth(args) -> int:
+    from morello_build.api import write_if_changed
+
+    _check_identifier(args.name, "--name")
+    for part in args.namespace.split("::"):
+        _check_identifier(part, "--namespace")
+    text = _synthesize(args, header=True)
+    if args.output:
+        write_if_changed(args.output, text)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def cmd_explain(args) -> int:
+    from morello_build.impl import format_tree
+
+    t0 = time.monotonic()
+    user, target, impl, search = _synthesize(args, header=False)
+    print(f"# {user}  (target {target.isa}, {search.visited:,} specs visited, {time.monotonic() - t0:.2f} s)")
+    print(format_tree(impl))
+    return 0
+
+
+def cmd_check_spec(args) -> int:
+    from morello_build.spec import parse_spec
+
+    print(parse_spec(args.spec))
+    return 0
+
+
+def cmd_db(args) -> int:
+    from morello_build import db
+    from morello_build.target import get_target
+
+    path = args.db or db.default_path()
+    target = get_target(args.isa)
+    if args.action == "stats":
+        print(db.stats(path, target))
+        return 0
+    if args.action == "rebuild":
+        print(db.rebuild(path, target))
+        return 0
+    ok, report = db.verify(path, target, sample=args.sample)
+    print(report)
+    return 0 if ok else 1
+
+
+def _check_identifier(name: str, flag: str) -> None:
+    if not name.isidentifier():
+        raise UserError(f"{flag} '{name}' is not a valid C++ identifier")
+
+
+def _add_synth_options(p, header: bool) -> None:
+    p.add_argument("spec", help='kernel spec, e.g. "matmul 1x2048x16384 a=f32 b=bf16:col c=f32"')
+    p.add_argument("--isa", default="native", choices=ISAS, help="instruction set (default: this CPU's best)")
+    p.add_argument("--db", default=None, help="synthesis database path ('none' to disable)")
+    if header:
+        p.add_argument("-o", "--output", help="header file to write (only if its bytes change)")
+        p.add_argument("--name", default="kernel", help="C++ function name (default: kernel)")
+        p.add_argument("--namespace", default="morello", help="C++ namespace (default: morello)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="morello-build", description=__doc__.splitlines()[0])
+    p.add_argument("--version", action="version", version=f"morello-build {__version__}")
+    p.add_argument("--cmakedir", action="store_true", help="print the directory of MorelloBuildConfig.cmake")
+    sub = p.add_subparsers(dest="command")
+    s = sub.add_parser("synth", help="synthesize a kernel and write its header")
+    _add_synth_options(s, header=True)
+    s.set_defaults(func=cmd_synth)
+    e = sub.add_parser("explain", help="print the chosen program with the cost of every node")
+    _add_synth_options(e, header=False)
+    e.set_defaults(func=cmd_explain)
+    c = sub.add_parser("check-spec", help="validate a spec string and print its canonical form")
+    c.add_argument("spec")
+    c.set_defaults(func=cmd_check_spec)
+    d = sub.add_parser("db", help="inspect or check the synthesis database")
+    d.add_argument("action", choices=("stats", "verify", "rebuild"))
+    d.add_argument("--db", default=None, help="database path (default: the per-user cache)")
+    d.add_argument("--isa", default="native", choices=ISAS)
+    d.add_argument("--sample", type=int, default=20, help="entries re-derived by verify")
+    d.set_defaults(func=cmd_db)
+    try:
+        vendor = importlib.import_module("morello_build.vendor")
+    except ImportError:
+        vendor = None
+    if vendor is not None:
+        v = sub.add_parser("vendor", help="copy generated headers and a manifest into a source tree")
+        vendor.add_arguments(v)
+        v.set_defaults(func=vendor.run)
+    return p
 
 
 def main(argv=None) -> int:
-    print("morello-build: not implemented yet", file=sys.stderr)
-    return 2
+    from morello_build.search import NoProgram
+    from morello_build.spec import SpecError
+
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        if args.cmakedir:
+            from morello_build.cmake_dir import cmake_dir
+
+            print(cmake_dir())
+            return 0
+        if not getattr(args, "func", None):
+            parser.print_usage(sys.stderr)
+            return 2
+        return args.func(args)
+    except (SpecError, UserError, ValueError) as e:
+        print(f"morello-build: error: {e}", file=sys.stderr)
+        return 2
+    except NoProgram as e:
+        print(f"morello-build: error: synthesis failed for '{args.spec}': {e}", file=sys.stderr)
+        return 3
+    except OSError as e:
+        print(f"morello-build: error: {e.strerror or e}: {e.filename or ''}".rstrip(": "), file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
