@@ -23,11 +23,15 @@ def view_cost(operand: TensorSpec, target) -> float:
     return operand.lines() * target.costs.gl_line
 
 
-def sort_key(impl) -> tuple:
-    """Total order on solutions: cost, then peak memory (fast levels first), then tree depth."""
+def better(x, y) -> bool:
+    """Total order on solutions: cost, then peak memory (fast levels first), then tree depth.
+    (Equal keys keep the earlier action, so the search is deterministic.)"""
     from morello_build.impl import depth
 
-    return (round(impl.cost, 6), tuple(reversed(impl.peaks)), depth(impl))
+    kx, ky = (round(x.cost, 6), x.peaks[::-1]), (round(y.cost, 6), y.peaks[::-1])
+    if kx != ky:
+        return kx < ky
+    return depth(x) < depth(y)
 
 
 def lower_bound(spec, target) -> float:

@@ -34,15 +34,25 @@ class Digit:
 class Layout:
     digits: tuple[Digit, ...]
 
+    def __post_init__(self):
+        # Specs are hashed constantly by the memo: compute the hash once.
+        object.__setattr__(self, "_hash", hash(tuple((d.dim, d.div, d.mod) for d in self.digits)))
+
+    def __hash__(self) -> int:
+        return self._hash
+
     @property
     def name(self) -> str:
         """Compact printable form, e.g. ``row``, ``col`` or ``[b,n/16,k,n%16]``."""
-        for name, layout in NAMED.items():
-            if self == layout:
-                return name
+        if all(d.div == 1 and d.mod is None for d in self.digits):
+            dims = [d.dim for d in self.digits]
+            if dims == sorted(dims):
+                return "row"
+            if dims[:-2] == sorted(dims[:-2]) and dims[-2:] == [2, 1]:
+                return "col"
         parts = []
         for d in self.digits:
-            t = "bmn"[d.dim] if d.dim < 3 else f"d{d.dim}"
+            t = "brc"[d.dim] if d.dim < 3 else f"d{d.dim}"
             if d.div > 1:
                 t += f"/{d.div}"
             if d.mod:

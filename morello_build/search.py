@@ -1,6 +1,6 @@
 """Memoized top-down dynamic programming over specs.
 
-The best program for a spec is the cheapest (see ``cost.sort_key``) over every action that applies,
+The best program for a spec is the cheapest (see ``cost.better``) over every action that applies,
 each sub-spec solved recursively once. Actions are enumerated in a fixed order and ties keep the first,
 so the result is deterministic.
 """
@@ -10,7 +10,7 @@ import sys
 from typing import Callable
 
 from morello_build.actions import Plan, enumerate_actions
-from morello_build.cost import lower_bound, sort_key
+from morello_build.cost import better, lower_bound
 from morello_build.spec import Spec, canonicalize
 
 
@@ -40,13 +40,11 @@ class Search:
             if found:
                 self._remember(spec, impl)
                 return impl
-        best = best_key = None
+        best = None
         for action in enumerate_actions(spec, self.target):
             impl = self.apply(spec, action, budget=best.cost if best is not None else None)
-            if impl is not None:
-                key = sort_key(impl)
-                if best is None or key < best_key:
-                    best, best_key = impl, key
+            if impl is not None and (best is None or better(impl, best)):
+                best = impl
         self._remember(spec, best)
         self.visited += 1
         if self._progress and self.visited % 256 == 0:

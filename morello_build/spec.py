@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from enum import Enum, IntEnum
+from functools import lru_cache
 from math import prod
 
 from morello_build.layout import NAMED, Layout, col_major, row_major
@@ -47,6 +48,14 @@ class TensorSpec:
     contig: int = 3  # innermost layout digits over which this tile is dense (see layout.py)
     vector_size: int | None = None  # elements per vector register, when level is VRF
 
+    def __post_init__(self):
+        object.__setattr__(
+            self, "_hash", hash((self.shape, self.dtype, self.layout, self.level, self.contig, self.vector_size))
+        )
+
+    def __hash__(self) -> int:
+        return self._hash
+
     @property
     def bytes(self) -> int:
         return self.layout.buffer_elements(self.shape) * self.dtype.bytes
@@ -56,13 +65,10 @@ class TensorSpec:
         return prod(self.shape)
 
     def tile(self, shape: tuple[int, int, int]) -> "TensorSpec":
-        contig = self.layout.tile_contiguity(shape, self.shape, self.contig)
-        return replace(self, shape=tuple(shape), contig=contig)
+        return _tile(self, tuple(shape))
 
     def canonical(self) -> "TensorSpec":
-        layout, contig = self.layout.canonical(self.shape, self.contig)
-        vs = self.vector_size if self.level == Level.VRF else None
-        return replace(self, layout=layout, contig=contig, vector_size=vs)
+        return _canonical(self)
 
     def lines(self) -> int:
         return self.layout.cache_lines(self.shape, self.contig, self.dtype.bytes)
@@ -74,6 +80,19 @@ class TensorSpec:
         s = "x".join(map(str, self.shape))
         vs = f"/{self.vector_size}" if self.vector_size else ""
         return f"{self.dtype.value}[{s}]{{{self.layout.name}}}@{self.level.name}{vs}"
+
+
+@lru_cache(maxsize=1 << 18)
+def _tile(t: TensorSpec, shape: tuple[int, int, int]) -> TensorSpec:
+    contig = t.layout.tile_contiguity(shape, t.shape, t.contig)
+    return TensorSpec(shape, t.dtype, t.layout, t.level, contig, t.vector_size)
+
+
+@lru_cache(maxsize=1 << 18)
+def _canonical(t: TensorSpec) -> TensorSpec:
+    layout, contig = t.layout.canonical(t.shape, t.contig)
+    vs = t.vector_size if t.level == Level.VRF else None
+    return TensorSpec(t.shape, t.dtype, layout, t.level, contig, vs)
 
 
 # -- operations ------------------------------------------------------------------------------------
@@ -106,8 +125,8 @@ class Matmul:
     operand_iter_dims = ((0, 1, 2), (0, 2, 3), (0, 1, 3))
     reduction_dims = (2,)
 
-    def with_operands(self, ops, **kw) -> "Matmul":
-        return replace(self, a=ops[0], b=ops[1], c=ops[2], **kw)
+    def with_operands(self, ops, serial: bool | None = None) -> "Matmul":
+        return Matmul(ops[0], ops[1], ops[2], self.accum, self.serial if serial is None else serial)
 
 
 @dataclass(frozen=True, order=True)
@@ -134,8 +153,8 @@ class Move:
     def iter_shape(self) -> tuple[int, int, int]:
         return self.dst.shape
 
-    def with_operands(self, ops, **kw) -> "Move":
-        return replace(self, src=ops[0], dst=ops[1], **kw)
+    def with_operands(self, ops, serial: bool | None = None) -> "Move":
+        return Move(ops[0], ops[1], self.serial if serial is None else serial)
 
 
 @dataclass(frozen=True, order=True)
@@ -159,8 +178,8 @@ class Zero:
     def iter_shape(self) -> tuple[int, int, int]:
         return self.dst.shape
 
-    def with_operands(self, ops, **kw) -> "Zero":
-        return replace(self, dst=ops[0], **kw)
+    def with_operands(self, ops, serial: bool | None = None) -> "Zero":
+        return Zero(ops[0], self.serial if serial is None else serial)
 
 
 Op = Matmul | Move | Zero
@@ -206,8 +225,7 @@ class Spec:
 
 def canonicalize(spec: Spec) -> Spec:
     """Normal form for memoization: layouts stripped of unit digits, vector sizes only in VRF."""
-    op = spec.op.with_operands(tuple(t.canonical() for t in spec.op.operands))
-    return replace(spec, op=op)
+    return Spec(spec.op.with_operands(tuple(_canonical(t) for t in spec.op.operands)), spec.limits)
 
 
 # -- the spec string grammar (contract) -----------------------------------------------------------
