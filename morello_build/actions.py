@@ -224,14 +224,15 @@ def _move_options(op, i, target):
     opts = []
     if t.level == Level.GL and not is_output:
         opts.append(MoveOperand(i, Level.L1))  # cache view
-    if isinstance(op, Matmul) and not is_output and t.level in (Level.GL, Level.L1):
+    # Packing copies read from main memory only: copying a copy (or a view) again never pays.
+    if isinstance(op, Matmul) and not is_output and t.level == Level.GL:
         if t.dtype == DType.BF16:
             opts.append(MoveOperand(i, Level.L1, row_major(), DType.F32))
         w = target.lanes
         if i == 1 and w and op.iter_shape[3] > w:
             opts.append(MoveOperand(i, Level.L1, packed(2, w), DType.F32))
-        if i == 0 and w and t.dtype == DType.F32 and op.b.dtype == DType.BF16 and op.iter_shape[2] > 1:
-            opts.append(MoveOperand(i, Level.L1, interleaved(row_major(), 2, 2 * w)))
+        if i == 0 and w and op.b.dtype == DType.BF16 and op.iter_shape[2] > 1:
+            opts.append(MoveOperand(i, Level.L1, interleaved(row_major(), 2, 2 * w), DType.F32))
     if t.level in (Level.GL, Level.L1):
         if target.lanes and (is_output or (i == 1 and isinstance(op, Matmul) and op.iter_shape[2] == 1)):
             opts.append(MoveOperand(i, Level.VRF))
