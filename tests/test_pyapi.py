@@ -1,0 +1,285 @@
+"""The Python API (morello_build.pyapi): generated kernels called from numpy.
+
+Every dtype x layout combination of the spec grammar (a, b, c each f32|bf16 and row|col: 64), with batch and
+accum mixed in, plus awkward sizes (1, primes, non-multiples of 16), against numpy on the same data; errors
+for wrong arguments; and the build cache (a second compile of a spec runs no compiler).
+
+All test kernels are synthesized and built once per session, in one extension (``compile_kernels``), and
+shared through the session's build cache (fixture ``pyapi_cache_dir``).
+
+Tolerance (stated, per output element): with S = sum_k |a||b| (+ |c_old| for accum), on f32 values of the
+very inputs the kernel got (bf16 inputs widened exactly),
+    |kernel - exact| <= 1e-5 * sqrt(K) * S            (f32 accumulation, any summation order)
+                      + 2^-8 * |exact|                 (only when c is bf16: one rounding of the output).
+"""
+from __future__ import annotations
+
+import itertools
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+np = pytest.importorskip("numpy")
+ml_dtypes = pytest.importorskip("ml_dtypes")
+pytest.importorskip("pybind11")
+if shutil.which(os.environ.get("CXX", "g++").split()[0]) is None:
+    pytest.skip("no C++ compiler", allow_module_level=True)
+
+from morello_build import pyapi  # noqa: E402
+
+BF16 = np.dtype(ml_dtypes.bfloat16)
+
+# -- the specs under test -------------------------------------------------------------------------
+_SMALL_SHAPES = [(2, 3, 5), (1, 5, 3), (3, 1, 4), (5, 2, 1), (1, 1, 1), (3, 4, 2), (4, 3, 1), (1, 2, 7)]
+
+
+def _combo_specs() -> list[str]:
+    """All 64 dtype/layout combinations; sizes cycle through small awkward shapes, batch and accum are
+    spread over them (every combination is kept small: synthesis time is the budget)."""
+    out = []
+    combos = itertools.product(("f32", "bf16"), ("f32", "bf16"), ("f32", "bf16"), *[("row", "col")] * 3)
+    for i, (da, db, dc, la, lb, lc) in enumerate(combos):
+        m, k, n = _SMALL_SHAPES[i % len(_SMALL_SHAPES)]
+        spec = f"matmul {m}x{k}x{n} a={da}:{la} b={db}:{lb} c={dc}:{lc}"
+        if i % 4 == 1:
+            spec += " batch=2"
+        if i % 3 == 0:
+            spec += " accum"
+        out.append(spec)
+    return out
+
+
+COMBO_SPECS = _combo_specs()
+AWKWARD_SPECS = [
+    "matmul 7x13x29",                                           # primes, f32
+    "matmul 1x100x17 b=bf16:col",                                # GEMV, gemma's layout, K and N not /16
+    "matmul 1x256x40 b=bf16:col",                                # the flagship's shape family, small
+    "matmul 31x2x37 c=bf16:col accum",                          # bf16 output, accumulate
+    "matmul 16x32x48 b=bf16:col serial",                        # multiples of 16, serial
+    "matmul 1x1x1 a=bf16 b=bf16 c=bf16",                         # all ones, all bf16
+    "matmul 5x2x1 a=bf16:col b=bf16:col c=bf16:col batch=2 accum",
+]
+ALL_SPECS = COMBO_SPECS + AWKWARD_SPECS
+
+
+@pytest.fixture(scope="session")
+def kernels(pyapi_cache_dir):
+    """spec -> Kernel, all built in one extension (one compile, one link)."""
+    from morello_build.spec import format_spec, parse_spec
+
+    ks = pyapi.compile_kernels(ALL_SPECS)
+    return {format_spec(parse_spec(s)): k for s, k in zip(ALL_SPECS, ks)}
+
+
+def _kernel(kernels, spec):
+    from morello_build.spec import format_spec, parse_spec
+
+    return kernels[format_spec(parse_spec(spec))]
+
+
+# -- numpy model ----------------------------------------------------------------------------------
+def _logical(x: np.ndarray, layout: str) -> np.ndarray:
+    """f64 view of an operand as (batch, rows, cols), whatever its stored layout."""
+    x = x.astype(np.float32).astype(np.float64)
+    if x.ndim == 2:
+        x = x[None]
+    return x if layout == "row" else np.swapaxes(x, -1, -2)
+
+
+def check_against_numpy(f: pyapi.Kernel, a, b, c_old, got) -> None:
+    la, lb, lc = f.layouts
+    A, B, G = _logical(a, la), _logical(b, lb), _logical(got, lc)
+    exact = A @ B
+    size = np.abs(A) @ np.abs(B)
+    if f.accum:
+        C0 = _logical(c_old, lc)
+        exact, size = exact + C0, size + np.abs(C0)
+    tol = 1e-5 * np.sqrt(f.k) * size + (2.0**-8 * np.abs(exact) if f.dtypes[2] == "bf16" else 0) + 1e-30
+    err = np.abs(G - exact)
+    bad = err > tol
+    assert not bad.any(), (
+        f"{f.spec}: {bad.sum()} of {bad.size} outputs off; worst error {err.max():.3g} "
+        f"(tolerance there {tol.flat[np.argmax(err)]:.3g})"
+    )
+
+
+def _run(f: pyapi.Kernel, a, b, c, method="__call__", **kw):
+    call = getattr(f, method)
+    if f.accum:
+        out = c.copy()
+        res = call(a, b, out=out, **kw)
+        assert res is out
+        return res
+    res = call(a, b, **kw)
+    assert res.shape == f.shapes[2] and res.dtype == (BF16 if f.dtypes[2] == "bf16" else np.float32)
+    return res
+
+
+# -- correctness ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("spec", ALL_SPECS)
+def test_matches_numpy(kernels, spec):
+    f = _kernel(kernels, spec)
+    assert f.supported
+    a, b, c = f.random_inputs(rng=abs(hash(spec)) % 2**32)
+    check_against_numpy(f, a, b, c, _run(f, a, b, c))
+    check_against_numpy(f, a, b, c, _run(f, a, b, c, method="reference"))
+    check_against_numpy(f, a, b, c, _run(f, a, b, c, parallel=False))
+
+
+def test_shapes_follow_the_stored_layout(kernels):
+    f = _kernel(kernels, "matmul 1x100x17 b=bf16:col")
+    assert f.shapes == ((1, 100), (17, 100), (1, 17))  # b=bf16:col: W is (N, K)
+    assert (f.batch, f.m, f.k, f.n, f.accum) == (1, 1, 100, 17, False)
+    assert f.dtypes == ("f32", "bf16", "f32") and f.layouts == ("row", "col", "row")
+    g = _kernel(kernels, "matmul 5x2x1 a=bf16:col b=bf16:col c=bf16:col batch=2 accum")
+    assert g.shapes == ((2, 2, 5), (2, 1, 2), (2, 1, 5))
+    assert f.header_path.is_file() and "kernel_info" in f.header_path.read_text()
+
+
+def test_bf16_as_uint16_bits(kernels):
+    f = _kernel(kernels, "matmul 1x256x40 b=bf16:col")
+    a, b, _ = f.random_inputs(rng=1)
+    np.testing.assert_array_equal(f(a, b), f(a, b.view(np.uint16)))
+    g = _kernel(kernels, "matmul 1x1x1 a=bf16 b=bf16 c=bf16")
+    x, y = np.array([[1.5]], BF16), np.array([[2.0]], BF16)
+    assert float(g(x, y)[0, 0]) == 3.0 and g(x.view(np.uint16), y.view(np.uint16)).dtype == BF16
+
+
+def test_gil_released_threads(kernels):
+    """Concurrent calls from Python threads give the same answers (the GIL is released in the call)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    f = _kernel(kernels, "matmul 16x32x48 b=bf16:col serial")
+    a, b, _ = f.random_inputs(rng=2)
+    want = f(a, b)
+    with ThreadPoolExecutor(4) as pool:
+        for got in pool.map(lambda _: f(a, b), range(16)):
+            np.testing.assert_array_equal(got, want)
+
+
+# -- errors ----------------------------------------------------------------------------------------
+def test_wrong_shape_names_the_argument(kernels):
+    f = _kernel(kernels, "matmul 1x100x17 b=bf16:col")
+    a, b, _ = f.random_inputs(rng=3)
+    with pytest.raises(ValueError, match=r"^b: expected shape \(17, 100\) bfloat16 .*C-contiguous, got \(100, 17\)"):
+        f(a, b.T.copy())
+    with pytest.raises(ValueError, match=r"^a: expected shape \(1, 100\)"):
+        f(a[:, :50].copy(), b)
+    with pytest.raises(ValueError, match=r"^out: expected shape \(1, 17\)"):
+        f(a, b, out=np.empty((17, 1), np.float32))
+
+
+def test_wrong_dtype_names_the_argument(kernels):
+    f = _kernel(kernels, "matmul 1x100x17 b=bf16:col")
+    a, b, _ = f.random_inputs(rng=4)
+    with pytest.raises(TypeError, match=r"^b: expected shape \(17, 100\) bfloat16.*got \(17, 100\) float32"):
+        f(a, b.astype(np.float32))
+    with pytest.raises(TypeError, match=r"^a: .*float32.*got \(1, 100\) float64"):
+        f(a.astype(np.float64), b)
+    with pytest.raises(TypeError, match=r"^a: expected a numpy array"):
+        f(a.tolist(), b)
+
+
+def test_non_contiguous_and_bad_out(kernels):
+    f = _kernel(kernels, "matmul 7x13x29")
+    a, b, _ = f.random_inputs(rng=5)
+    with pytest.raises(ValueError, match=r"^a: .*non-contiguous"):
+        f(np.asfortranarray(a), b)
+    ro = np.empty(f.shapes[2], np.float32)
+    ro.flags.writeable = False
+    with pytest.raises(ValueError, match=r"^out: .*read-only"):
+        f(a, b, out=ro)
+    g = _kernel(kernels, "matmul 31x2x37 c=bf16:col accum")
+    a, b, c = g.random_inputs(rng=6)
+    with pytest.raises(TypeError, match=r"^out: required for an accum kernel"):
+        g(a, b)
+
+
+def test_out_must_not_overlap(kernels):
+    g = _kernel(kernels, "matmul 1x1x1 a=bf16 b=bf16 c=bf16")  # a, b and c all (1, 1) bf16
+    x, y = np.array([[1.5]], BF16), np.array([[2.0]], BF16)
+    with pytest.raises(ValueError, match=r"^out: must not overlap a or b"):
+        g(x, y, out=x)
+
+
+def test_bad_spec_is_a_spec_error():
+    from morello_build.spec import SpecError
+
+    with pytest.raises(SpecError, match="bad spec token 'q=f32'"):
+        pyapi.compile_kernel("matmul 2x2x2 q=f32")
+
+
+# -- the build cache --------------------------------------------------------------------------------
+def test_second_compile_runs_no_compiler(kernels, pyapi_cache_dir, monkeypatch):
+    spec = "matmul 7x13x29"
+    first = pyapi.compile_kernel(spec)  # may build (a single-kernel extension)
+    mtime = first.extension_path.stat().st_mtime_ns
+
+    def no_compiler(cmd, kind):
+        raise AssertionError(f"compiler ran on a cached build: {cmd}")
+
+    monkeypatch.setattr(pyapi, "_run_compiler", no_compiler)
+    pyapi._loaded.clear()  # forget loaded modules too: the cache on disk alone must suffice
+    again = pyapi.compile_kernel(spec)
+    assert again.extension_path == first.extension_path
+    assert again.extension_path.stat().st_mtime_ns == mtime
+    a, b, _ = again.random_inputs(rng=7)
+    np.testing.assert_array_equal(again(a, b), first(a, b))
+
+
+def test_fresh_process_reuses_the_cache(kernels, pyapi_cache_dir):
+    spec = "matmul 1x100x17 b=bf16:col"
+    pyapi.compile_kernel(spec)
+    code = textwrap.dedent(
+        f"""
+        from morello_build import pyapi
+        f = pyapi.compile_kernel({spec!r})
+        print(pyapi.stats["compile"], pyapi.stats["link"], pyapi.stats["synthesized"])
+        """
+    )
+    env = dict(os.environ, MORELLO_CACHE_DIR=str(pyapi_cache_dir))
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["0", "0", "0"]  # no compile, no link, no search
+
+
+def test_concurrent_builds_are_safe(kernels, pyapi_cache_dir, tmp_path):
+    """Two processes building the same new kernel into one cache dir both succeed, and agree."""
+    fresh = tmp_path / "cache"
+    (fresh / "objs").mkdir(parents=True)
+    for p in (pyapi_cache_dir / "objs").glob("binding-*.o"):  # skip the slow pybind11 part
+        shutil.copy(p, fresh / "objs" / p.name)
+    shutil.copytree(pyapi_cache_dir / "headers", fresh / "headers")
+    code = textwrap.dedent(
+        """
+        from morello_build import pyapi
+        import numpy as np
+        f = pyapi.compile_kernel("matmul 1x256x40 b=bf16:col")
+        a, b, _ = f.random_inputs(rng=0)
+        print(f.extension_path, float(f(a, b).sum()))
+        """
+    )
+    env = dict(os.environ, MORELLO_CACHE_DIR=str(fresh))
+    procs = [
+        subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+        for _ in range(2)
+    ]
+    outs = [p.communicate(timeout=120) for p in procs]
+    for p, (_, err) in zip(procs, outs):
+        assert p.returncode == 0, err
+    assert outs[0][0] == outs[1][0]
+    assert not [p for p in fresh.rglob(".*") if p.is_file()], "temporary files left behind"
+
+
+def test_load_header_and_build_errors(kernels):
+    f = _kernel(kernels, "matmul 7x13x29")
+    g = pyapi.load_header(f.header_path, name=f.name, namespace=f.namespace)
+    a, b, _ = f.random_inputs(rng=8)
+    np.testing.assert_array_equal(g(a, b), f(a, b))
+    with pytest.raises(pyapi.BuildError, match="boom"):
+        pyapi.load_header('#error "boom"\n')
