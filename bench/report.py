@@ -1,0 +1,291 @@
+#!/usr/bin/env python3
+"""Turn morello_bench's Google Benchmark JSON into results.md (a table per workload) and a PNG plot per workload.
+
+usage: python bench/report.py RESULTS.json [-o OUTDIR]
+
+Every figure is the median over the repetitions of one run (one process). Benchmark names are
+"<workload>/<variant>/<impl>/t<threads>[/real_time]"; the counters "flop" and "bytes" are per-second rates.
+References: the same-process read sweep over the same weight buffers ("bw_ref", GB/s) for the GEMVs (W1, W4),
+the FMA peak ("fma_f32_peak", GFLOP/s for that many threads) for the GEMMs (W2, W3).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+PEERS = ("openblas", "onednn", "onednn_packed", "eigen", "libxsmm")
+MEMORY_BOUND = {"W1", "W4"}
+TITLES = {
+    "W1": "W1: flagship decode GEMV 1x2048x16384, bf16 weights (64 MiB, rotated copies: DRAM)",
+    "W2": "W2: square SGEMM",
+    "W3": "W3: small matmuls (in cache)",
+    "W4": "W4: fp32 GEMV y = W x, W row-major N x K (rotated copies: DRAM)",
+}
+IMPL_ORDER = ["morello", "openblas", "onednn", "onednn_packed", "eigen", "libxsmm", "naive", "bw_ref"]
+TO_US = {"ns": 1e-3, "us": 1.0, "ms": 1e3, "s": 1e6}
+
+
+def load(path: Path):
+    doc = json.loads(path.read_text())
+    runs = defaultdict(lambda: {"time_us": [], "flop": [], "bytes": [], "label": "", "error": None})
+    for b in doc.get("benchmarks", []):
+        if b.get("run_type", "iteration") != "iteration":
+            continue
+        name = b.get("run_name", b["name"])
+        if name.endswith("/real_time"):
+            name = name[: -len("/real_time")]
+        parts = name.split("/")
+        if len(parts) != 4:
+            continue
+        r = runs[tuple(parts)]
+        if b.get("error_occurred"):
+            r["error"] = b.get("error_message", "error")
+            continue
+        r["time_us"].append(b["real_time"] * TO_US[b.get("time_unit", "ns")])
+        r["flop"].append(b.get("flop", 0.0))
+        r["bytes"].append(b.get("bytes", 0.0))
+        r["label"] = b.get("label", "")
+    out = {}
+    for key, r in runs.items():
+        med = lambda xs: statistics.median(xs) if xs else None
+        out[key] = {
+            "time_us": med(r["time_us"]),
+            "gflops": (med(r["flop"]) or 0) / 1e9 if r["flop"] else None,
+            "gbs": (med(r["bytes"]) or 0) / 1e9 if r["bytes"] else None,
+            "reps": len(r["time_us"]),
+            "label": r["label"],
+            "error": r["error"],
+        }
+    return doc.get("context", {}), out
+
+
+def thread_key(t: str) -> int:
+    return {"t1": 1, "t2": 2, "td": 3}.get(t, 9)
+
+
+def variant_key(v: str):
+    return (0, int(v[1:])) if v.startswith("n") and v[1:].isdigit() else (1, v)
+
+
+def fmt(x, nd=1):
+    if x is None:
+        return "-"
+    if abs(x) >= 100:
+        return f"{x:,.0f}"
+    return f"{x:.{nd}f}"
+
+
+class Report:
+    def __init__(self, ctx, res):
+        self.ctx, self.res = ctx, res
+
+    def get(self, w, v, impl, t):
+        r = self.res.get((w, v, impl, t))
+        return r if r and r["time_us"] is not None else None
+
+    def reference(self, w, v, t):
+        """(value, unit) of the reference for this case and thread count ('td' compares with 2 threads)."""
+        tt = "t2" if t == "td" else t
+        if w in MEMORY_BOUND:
+            r = self.get(w, v, "bw_ref", tt)
+            return (r["gbs"] if r else None), "GB/s"
+        r = self.get("REF", "peak", "fma_f32_peak", tt)
+        return (r["gflops"] if r else None), "GFLOP/s"
+
+    def best_peer(self, w, v, t):
+        """Fastest peer with at most this many threads (t2 includes the single-threaded-only peers)."""
+        n = 2 if t in ("t2", "td") else 1
+        best = None
+        for (w2, v2, impl, t2), r in self.res.items():
+            if (w2, v2) != (w, v) or impl not in PEERS or r["time_us"] is None or thread_key(t2) > n:
+                continue
+            if best is None or r["time_us"] < best[1]["time_us"]:
+                best = (f"{impl}/{t2}", r)
+        return best
+
+    def table(self, w):
+        lines = []
+        variants = sorted({v for (w2, v, _, _) in self.res if w2 == w}, key=variant_key)
+        for v in variants:
+            threads = sorted({t for (w2, v2, _, t) in self.res if (w2, v2) == (w, v)}, key=thread_key)
+            lines.append(f"\n#### {w} {v}\n")
+            lines.append("| impl | threads | time (µs) | GFLOP/s | GB/s | of reference | vs best peer | notes |")
+            lines.append("|---|---|---:|---:|---:|---:|---:|---|")
+            for t in threads:
+                ref, unit = self.reference(w, v, t)
+                bp = self.best_peer(w, v, t)
+                impls = sorted({i for (w2, v2, i, t2) in self.res if (w2, v2, t2) == (w, v, t)},
+                               key=lambda i: IMPL_ORDER.index(i) if i in IMPL_ORDER else 99)
+                for impl in impls:
+                    r = self.res[(w, v, impl, t)]
+                    if r["time_us"] is None:
+                        lines.append(f"| {impl} | {t[1:]} | - | - | - | - | - | skipped: {r['error']} |")
+                        continue
+                    val = r["gbs"] if unit == "GB/s" else r["gflops"]
+                    frac = f"{val / ref:.2f}" if ref and val is not None else "-"
+                    vs = "-"
+                    if bp and impl != "bw_ref":
+                        vs = f"{bp[1]['time_us'] / r['time_us']:.2f}"
+                    note = r["label"].replace("|", "/")
+                    if impl == "bw_ref":
+                        note = "reference: " + note
+                    lines.append(f"| {impl} | {t[1:]} | {fmt(r['time_us'], 2)} | {fmt(r['gflops'])} | "
+                                 f"{fmt(r['gbs'])} | {frac} | {vs} | {note} |")
+                if bp:
+                    lines.append(f"| *best peer* | {t[1:]} | | | | | | {bp[0]}; reference {fmt(ref)} {unit} |")
+        return "\n".join(lines)
+
+    def goals(self):
+        """Issue 6's goals for the generated kernels, met or not, with the measured figure."""
+        rows = []
+
+        def add(goal, ok, figure):
+            rows.append(f"| {goal} | {'met' if ok else ('**not met**' if ok is not None else 'n/a')} | {figure} |")
+
+        for t in ("t1", "t2"):
+            m = self.get("W1", "f32act.col", "morello", t)
+            ref, _ = self.reference("W1", "f32act.col", t)
+            if m and ref:
+                f = m["gbs"] / ref
+                add(f"W1 f32 act, {t[1:]} thread(s): ≥ 0.95 of DRAM read bandwidth", f >= 0.95,
+                    f"{f:.3f} ({m['gbs']:.1f} of {ref:.1f} GB/s)")
+            else:
+                add(f"W1 f32 act, {t[1:]} thread(s): ≥ 0.95 of DRAM read bandwidth", None, "not measured")
+            m = self.get("W1", "bf16act.col", "morello", t)
+            o = self.get("W1", "bf16act.col", "onednn_packed", t)
+            if m and o:
+                add(f"W1 bf16 act, {t[1:]} thread(s): at least as fast as oneDNN packed", m["time_us"] <= o["time_us"],
+                    f"{o['time_us'] / m['time_us']:.3f}× ({m['time_us']:.0f} vs {o['time_us']:.0f} µs)")
+            else:
+                add(f"W1 bf16 act, {t[1:]} thread(s): at least as fast as oneDNN packed", None, "not measured")
+        for v in sorted({v for (w, v, _, _) in self.res if w == "W2"}, key=variant_key):
+            for t, need in (("t1", 0.95), ("t2", 0.9)):
+                m = self.get("W2", v, "morello", t)
+                peers = [r for i in ("openblas", "onednn", "onednn_packed")
+                         if (r := self.get("W2", v, i, t))]
+                goal = f"W2 {v}, {t[1:]} thread(s): ≥ {need}× best of OpenBLAS/oneDNN"
+                if m and peers:
+                    best = min(p["time_us"] for p in peers)
+                    add(goal, best / m["time_us"] >= need, f"{best / m['time_us']:.3f}×")
+                else:
+                    add(goal, None, "not measured")
+        for v in sorted({v for (w, v, _, _) in self.res if w == "W3"}, key=variant_key):
+            n = int(v[1:])
+            need = 1.0 if n <= 32 else 0.95
+            m, x = self.get("W3", v, "morello", "t1"), self.get("W3", v, "libxsmm", "t1")
+            goal = f"W3 {v}: {'faster than' if need == 1.0 else 'within 0.95× of'} libxsmm (1 thread)"
+            if m and x:
+                r = x["time_us"] / m["time_us"]
+                add(goal, r > 1.0 if need == 1.0 else r >= 0.95, f"{r:.3f}×")
+            else:
+                add(goal, None, "not measured")
+        for v in sorted({v for (w, v, _, _) in self.res if w == "W4"}, key=variant_key):
+            for t in ("t1", "t2"):
+                m, bp = self.get("W4", v, "morello", t), self.best_peer("W4", v, t)
+                goal = f"W4 {v}, {t[1:]} thread(s): ≥ 0.95× best peer"
+                if m and bp:
+                    r = bp[1]["time_us"] / m["time_us"]
+                    add(goal, r >= 0.95, f"{r:.3f}× (best peer {bp[0]})")
+                else:
+                    add(goal, None, "not measured")
+        return "| goal | status | measured |\n|---|---|---|\n" + "\n".join(rows)
+
+    def plot(self, w, path: Path):
+        try:
+            import matplotlib
+
+            matplotlib.use("Agg")
+            import matplotlib.pyplot as plt
+        except ImportError:
+            return False
+        variants = sorted({v for (w2, v, _, _) in self.res if w2 == w}, key=variant_key)
+        if not variants:
+            return False
+        mem = w in MEMORY_BOUND
+        unit = "GB/s" if mem else "GFLOP/s"
+        fig, axes = plt.subplots(1, 2, figsize=(max(8, 2.2 * len(variants) * 2), 4.8), sharey=True)
+        for ax, t in zip(axes, ("t1", "t2")):
+            impls = [i for i in IMPL_ORDER if i != "bw_ref" and any(
+                self.get(w, v, i, t) or (t == "t2" and self.get(w, v, i, "t1") and i in ("libxsmm", "naive", "eigen"))
+                for v in variants)]
+            width = 0.8 / max(1, len(impls))
+            for j, impl in enumerate(impls):
+                xs, ys = [], []
+                for k, v in enumerate(variants):
+                    r = self.get(w, v, impl, t)
+                    if r is None and t == "t2":
+                        continue
+                    if r:
+                        xs.append(k + (j - (len(impls) - 1) / 2) * width)
+                        ys.append(r["gbs"] if mem else r["gflops"])
+                ax.bar(xs, ys, width, label=impl)
+            for k, v in enumerate(variants):
+                ref, _ = self.reference(w, v, t)
+                if ref:
+                    ax.hlines(ref, k - 0.45, k + 0.45, colors="k", linestyles="dashed",
+                              label="reference" if k == 0 else None)
+            ax.set_xticks(range(len(variants)))
+            ax.set_xticklabels(variants, rotation=20)
+            ax.set_title(f"{t[1:]} thread{'s' if t == 't2' else ''}")
+            ax.set_ylabel(unit)
+            ax.grid(axis="y", alpha=0.3)
+        axes[0].legend(fontsize=8)
+        fig.suptitle(TITLES.get(w, w) + (" — dashed: read-bandwidth reference" if mem else " — dashed: FMA peak"),
+                     fontsize=9)
+        fig.tight_layout()
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        return True
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("json", type=Path)
+    ap.add_argument("-o", "--outdir", type=Path, default=None)
+    a = ap.parse_args(argv)
+    outdir = a.outdir or a.json.parent
+    outdir.mkdir(parents=True, exist_ok=True)
+    ctx, res = load(a.json)
+    rep = Report(ctx, res)
+    md = ["# morello-build benchmark results", ""]
+    caches = ", ".join(f"L{c['level']}{c['type'][0].lower()} {c['size'] // 1024} KiB"
+                       + (f" x{ctx.get('num_cpus', 1) // max(1, c.get('num_sharing', 1))}" if c.get('num_sharing') else "")
+                       for c in ctx.get("caches", []))
+    md.append(f"Run {ctx.get('date', '?')} on {ctx.get('host_name', '?')}: {ctx.get('num_cpus', '?')} CPUs at "
+              f"{ctx.get('mhz_per_cpu', '?')} MHz; caches {caches}.  ")
+    md.append(f"OpenBLAS core `{ctx.get('openblas_core', '?')}` (`{ctx.get('openblas_config', '?')}`), "
+              f"oneDNN {ctx.get('onednn_version', '?')}, libxsmm target `{ctx.get('libxsmm_target', '?')}`, "
+              f"{ctx.get('morello_kernels', '?')} generated kernels, mode {ctx.get('bench_mode', '?')}.  ")
+    reps = sorted({r["reps"] for r in res.values() if r["reps"]})
+    md.append(f"Medians of {', '.join(map(str, reps))} repetitions. Times per call. GB/s counts the compulsory "
+              "traffic (B + A + C). \"of reference\": GB/s over the same-process read sweep of the same weight "
+              "buffers (W1, W4) or GFLOP/s over the FMA peak for that many threads (W2, W3). \"vs best peer\": "
+              "best peer time / this time (> 1: faster than every peer; for 2 threads the single-threaded-only "
+              "peers count too). Threads `d`: the kernel's default overload.")
+    md.append("")
+    for impl in ("fma_f32_peak", "dpbf16_peak"):
+        for t in ("t1", "t2"):
+            r = rep.get("REF", "peak", impl, t)
+            if r:
+                md.append(f"- {impl}, {t[1:]} thread(s): {r['gflops']:.1f} GFLOP/s ({r['label']})")
+    md.append("\n## Goals of issue 6\n")
+    md.append(rep.goals())
+    for w in ("W1", "W2", "W3", "W4"):
+        if not any(k[0] == w for k in res):
+            continue
+        md.append(f"\n## {TITLES[w]}\n")
+        png = outdir / f"{w}.png"
+        if rep.plot(w, png):
+            md.append(f"![{w}]({png.name})\n")
+        md.append(rep.table(w))
+    (outdir / "results.md").write_text("\n".join(md) + "\n")
+    print(f"wrote {outdir / 'results.md'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
