@@ -1,0 +1,192 @@
+"""Specs as (table key, point in Z>=0) and decisions as short strings, both ways.
+
+A canonical spec is split into
+- a *key*: everything discrete (op kind, batch, per operand dtype / layout digits / level / contiguity /
+  vector size, accum, serial, and per shape dim whether its size is a power of two), and
+- a *point*: three shape coordinates and the three memory limits (L1, VRF, RF bytes).
+
+Shape coordinates are ``log2(size)`` for powers of two and, for other sizes, their index among the
+non-powers of two (3->1, 5->2, 6->3, 7->4, 9->5...); the key says which, so a coordinate always names
+exactly one size and neighbouring coordinates are neighbouring sizes of the same kind. Move and Zero
+have two shape dims; their third coordinate is 0.
+
+A *decision* is the action taken at a spec, written relative to the spec's shape where that matters
+(``F``: a tile dim equal to the full extent) so that one decision can answer neighbouring shapes:
+``K:<kernel>``, ``T:s|p:<tile dims>``, ``M:<operand>:<level>:<layout|->:<dtype|->``, ``A`` (to-accumulate)
+and ``-`` (no program fits).
+"""
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from math import prod
+
+from morello_build.actions import L1_GRANULE, MoveOperand, Select, Tile, ToAccum
+from morello_build.impl import Accum, Kernel, Loop, MoveImpl
+from morello_build.layout import Digit, Layout
+from morello_build.spec import DType, Level, Matmul, Move, TensorSpec, Zero
+
+NONE = "-"  # the decision "no program fits these limits"
+_OPS = {"matmul": Matmul, "move": Move, "zero": Zero}
+
+
+# -- shape coordinates -----------------------------------------------------------------------------
+def _is_pow2(s: int) -> bool:
+    return s & (s - 1) == 0
+
+
+def size_coord(s: int) -> tuple[str, int]:
+    if _is_pow2(s):
+        return "p", s.bit_length() - 1
+    return "l", s - s.bit_length()
+
+
+def coord_size(mode: str, c: int) -> int:
+    if mode == "p":
+        return 1 << c
+    b = max(c.bit_length(), 1)
+    while True:  # s - bit_length(s) == c has exactly one non-power-of-two solution
+        s = c + b
+        if s.bit_length() == b and not _is_pow2(s):
+            return s
+        b += 1
+
+
+# -- keys and points -------------------------------------------------------------------------------
+def _tensor_key(t: TensorSpec) -> list:
+    digits = [[d.dim, d.div, d.mod] for d in t.layout.digits]
+    return [t.dtype.value, digits, int(t.level), t.contig, t.vector_size]
+
+
+@lru_cache(maxsize=1 << 16)
+def op_key(op) -> tuple[str, tuple[int, int, int], int]:
+    """(key text, shape coordinates, iteration volume) of a canonical op."""
+    shape = op.iter_shape
+    modes, coords = [], []
+    for s in shape[1:]:
+        m, c = size_coord(s)
+        modes.append(m)
+        coords.append(c)
+    while len(coords) < 3:
+        modes.append("-")
+        coords.append(0)
+    key = [op.kind, shape[0], "".join(modes), [_tensor_key(t) for t in op.operands], op.accum, op.serial]
+    return json.dumps(key, separators=(",", ":")), tuple(coords), prod(shape)
+
+
+def op_from_key(key: str, coords) -> object:
+    """The op at shape ``coords`` of table ``key`` (inverse of ``op_key``)."""
+    kind, batch, modes, tensors, accum, serial = json.loads(key)
+    shape = (batch,) + tuple(coord_size(m, c) for m, c in zip(modes, coords) if m != "-")
+    cls = _OPS[kind]
+    ops = []
+    for (dtype, digits, level, contig, vs), dims in zip(tensors, cls.operand_iter_dims):
+        layout = Layout(tuple(Digit(*d) for d in digits))
+        ops.append(TensorSpec(tuple(shape[j] for j in dims), DType(dtype), layout, Level(level), contig, vs))
+    if cls is Matmul:
+        return Matmul(*ops, accum=accum, serial=serial)
+    return cls(*ops, serial=serial)
+
+
+# -- decisions -------------------------------------------------------------------------------------
+def _layout_text(layout: Layout | None) -> str:
+    if layout is None:
+        return "-"
+    return ";".join(f"{d.dim}/{d.div}/{'' if d.mod is None else d.mod}" for d in layout.digits)
+
+
+def _layout_from(text: str) -> Layout | None:
+    if text == "-":
+        return None
+    if not text:
+        return Layout(())
+    digits = []
+    for part in text.split(";"):
+        dim, div, mod = part.split("/")
+        digits.append(Digit(int(dim), int(div), int(mod) if mod else None))
+    return Layout(tuple(digits))
+
+
+def move_action(spec, impl: MoveImpl, target) -> MoveOperand:
+    """The MoveOperand that produced ``impl`` (the Impl records the buffer, not the action)."""
+    t = spec.op.operands[impl.operand]
+    buf = impl.buffer
+    for cand in (
+        MoveOperand(impl.operand, buf.level),
+        MoveOperand(impl.operand, buf.level, None, buf.dtype),
+        MoveOperand(impl.operand, buf.level, buf.layout, None),
+        MoveOperand(impl.operand, buf.level, buf.layout, buf.dtype),
+    ):
+        if cand.buffer(t, target) == buf:
+            return cand
+    raise ValueError(f"cannot recover the move action of {impl.label()}")
+
+
+def decision_text(spec, impl, target) -> str:
+    if impl is None:
+        return NONE
+    if isinstance(impl, Kernel):
+        return f"K:{impl.name}"
+    if isinstance(impl, Loop):
+        full = spec.op.iter_shape
+        dims = ",".join("F" if t == f else str(t) for t, f in zip(impl.tile, full))
+        return f"T:{'p' if impl.parallel else 's'}:{dims}"
+    if isinstance(impl, MoveImpl):
+        a = move_action(spec, impl, target)
+        dt = a.dtype.value if a.dtype else "-"
+        return f"M:{a.operand}:{int(a.level)}:{_layout_text(a.layout)}:{dt}"
+    if isinstance(impl, Accum):
+        return "A"
+    raise TypeError(f"unknown Impl node {type(impl).__name__}")
+
+
+def action_from_text(text: str, op):
+    """The action a decision names at ``op`` (None for the no-program decision)."""
+    kind = text[0]
+    if text == NONE:
+        return None
+    if kind == "K":
+        return Select(text[2:])
+    if kind == "T":
+        _, par, dims = text.split(":")
+        full = op.iter_shape
+        tile = tuple(f if d == "F" else int(d) for d, f in zip(dims.split(","), full))
+        return Tile(tile, parallel=par == "p")
+    if kind == "M":
+        _, i, level, layout, dt = text.split(":")
+        return MoveOperand(int(i), Level(int(level)), _layout_from(layout), None if dt == "-" else DType(dt))
+    if kind == "A":
+        return ToAccum()
+    raise ValueError(f"unknown decision {text!r}")
+
+
+# -- the limits a program needs ----------------------------------------------------------------------
+def _ceil_granule(x: int) -> int:
+    return -(-x // L1_GRANULE) * L1_GRANULE
+
+
+def required_limits(impl, target, memo: dict) -> tuple[int, int, int]:
+    """The smallest (L1, VRF, RF) limits under which ``impl`` can be rebuilt as it is.
+
+    This is the peak memory, except that every move rounds the L1 left to its body down to whole
+    ``L1_GRANULE``s (actions.round_limits): a body needing ``r`` bytes of L1 needs ``ceil_granule(r)``
+    from its parent. ``memo`` maps id(node) -> (node, limits) to share work between calls.
+    """
+    hit = memo.get(id(impl))
+    if hit is not None and hit[0] is impl:
+        return hit[1]
+    kids = [required_limits(c, target, memo) for c in impl.children]
+    need = tuple(max((k[i] for k in kids), default=0) for i in range(3))
+    if isinstance(impl, MoveImpl):
+        nbytes = MoveOperand(0, Level.L1).buffer_bytes(impl.buffer, target)
+        l1, vrf, rf = _ceil_granule(need[0]), need[1], need[2]
+        level = impl.buffer.level
+        if level == Level.L1:
+            l1 += nbytes
+        elif level == Level.VRF:
+            vrf += nbytes
+        elif level == Level.RF:
+            rf += nbytes
+        need = (l1, vrf, rf)
+    memo[id(impl)] = (impl, need)
+    return need

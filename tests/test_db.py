@@ -1,0 +1,245 @@
+"""The persistent synthesis DB: encoding, round trips (property), warm hits, several writers, corruption."""
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import sqlite3
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import morello_build
+from morello_build import db
+from morello_build.db import encode
+from morello_build.db.store import Store, merge_boxes
+from morello_build.search import Search, synthesize
+from morello_build.spec import parse_spec
+from morello_build.target import get_target
+
+ISA = "avx2"  # small register file: quick searches that still use every action
+SPECS = ["matmul 4x8x8", "matmul 3x5x6 b=bf16:col", "matmul 2x4x16 serial"]
+
+
+def _synth(path, spec, isa=ISA, **kw):
+    target = get_target(isa)
+    store = Store(path, target, **kw)
+    try:
+        impl, _ = synthesize(parse_spec(spec).to_spec(target.limits()), target, store=store)
+    finally:
+        store.close()
+    return impl, store
+
+
+def _fresh(spec, isa=ISA):
+    target = get_target(isa)
+    return synthesize(parse_spec(spec).to_spec(target.limits()), target)[0]
+
+
+def _rects(path):
+    with sqlite3.connect(path) as conn:
+        return conn.execute(
+            "SELECT r.id, k.text, alo, ahi, blo, bhi, clo, chi, llo, lhi, vlo, vhi, rlo, rhi, points"
+            " FROM rects r JOIN keys k ON k.id = r.klo ORDER BY r.id").fetchall()
+
+
+@pytest.fixture(scope="module")
+def filled(tmp_path_factory):
+    path = str(tmp_path_factory.mktemp("db") / "synth.db")
+    for spec in SPECS:
+        _synth(path, spec)
+    return path
+
+
+# -- encoding -----------------------------------------------------------------------------------------
+def test_size_coordinates_are_a_bijection():
+    seen = {}
+    for s in range(1, 5000):
+        m, c = encode.size_coord(s)
+        assert encode.coord_size(m, c) == s
+        assert (m, c) not in seen
+        seen[(m, c)] = s
+    # neighbouring coordinates are neighbouring sizes of the same kind
+    assert [encode.coord_size("l", c) for c in range(1, 6)] == [3, 5, 6, 7, 9]
+
+
+def test_keys_and_decisions_round_trip(filled):
+    target = get_target(ISA)
+    for spec in SPECS:
+        impl = _fresh(spec)
+        stack = [impl]
+        while stack:
+            node = stack.pop()
+            stack.extend(node.children)
+            key, coords, _ = encode.op_key(node.spec.op)
+            assert encode.op_from_key(key, coords) == node.spec.op
+            action = encode.action_from_text(encode.decision_text(node.spec, node, target), node.spec.op)
+            replayed = Search(target).apply(node.spec, action)
+            assert db.program_signature(replayed) == db.program_signature(node)
+
+
+def test_merge_boxes_only_joins_exact_unions():
+    boxes = [[0, 0, 3, 3, 0, 0, 1], [1, 1, 3, 3, 0, 0, 1], [2, 2, 3, 3, 0, 0, 1], [4, 4, 3, 3, 0, 0, 1],
+             [0, 0, 4, 4, 0, 0, 1], [0, 0, 3, 3, 0, 0, 1]]
+    out = sorted(map(tuple, merge_boxes(boxes)))
+    assert out == [(0, 0, 4, 4, 0, 0, 1), (0, 2, 3, 3, 0, 0, 3), (4, 4, 3, 3, 0, 0, 1)]
+
+
+# -- round trips --------------------------------------------------------------------------------------
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+@given(data=st.data())
+def test_every_rectangle_answers_its_points_like_fresh_synthesis(filled, data):
+    rows = _rects(filled)
+    row = data.draw(st.sampled_from(rows))
+    point = [data.draw(st.integers(row[2 + 2 * i], row[3 + 2 * i])) for i in range(6)]
+    spec = db.point_spec(row[1], point)
+    assert spec.canonical() == spec
+    ok, why = db.check_point(filled, get_target(ISA), spec)
+    assert ok, f"{spec.describe()} {spec.limits}: {why}"
+
+
+def test_merged_rectangles_answer_their_corners(filled):
+    rows = [r for r in _rects(filled) if r[-1] > 1 or any(r[3 + 2 * i] > r[2 + 2 * i] for i in range(3))]
+    assert rows, "expected some rectangles merged over several specs"
+    target = get_target(ISA)
+    for row in rows[:40]:
+        for corner in (2, 3):
+            point = [row[corner + 2 * i] for i in range(6)]
+            ok, why = db.check_point(filled, target, db.point_spec(row[1], point))
+            assert ok, why
+
+
+def test_warm_run_hits_the_top_level_spec_and_replays(tmp_path):
+    path = str(tmp_path / "w.db")
+    cold, s1 = _synth(path, SPECS[1])
+    assert s1.top_hit is False and s1.hits == 0
+    warm, s2 = _synth(path, SPECS[1])
+    assert s2.top_hit is True and s2.misses == 0
+    assert db.program_signature(warm) == db.program_signature(cold) == db.program_signature(_fresh(SPECS[1]))
+    text = db.stats(path, get_target(ISA))
+    assert "compression ratio" in text and "hit rate 100.0%" in text and "top-level hit" in text
+    ok, report = db.verify(path, get_target(ISA), sample=5)
+    assert ok, report
+
+
+def test_api_and_cli_use_the_db(tmp_path, capsys):
+    from morello_build import api, cli
+
+    path = str(tmp_path / "c.db")
+    _, _, impl, _ = api.synthesize_program(SPECS[0], isa=ISA, db=path)
+    assert cli.main(["db", "stats", "--db", path, "--isa", ISA]) == 0
+    out = capsys.readouterr().out
+    assert "rectangles stored" in out and "top-level miss" in out
+    assert cli.main(["db", "verify", "--db", path, "--isa", ISA, "--sample", "3"]) == 0
+
+
+def test_paths(monkeypatch, tmp_path):
+    monkeypatch.delenv("MORELLO_DB", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert db.default_path() == str(tmp_path / "morello-build" / "synth.db")
+    assert db.resolve_path(None) == db.default_path()
+    assert db.resolve_path("none") is None
+    assert db.resolve_path("x.db") == "x.db"
+    monkeypatch.setenv("MORELLO_DB", "/tmp/elsewhere.db")
+    assert db.resolve_path(None) == "/tmp/elsewhere.db"
+    monkeypatch.setenv("MORELLO_DB", "none")
+    assert db.resolve_path(None) is None
+
+
+# -- several processes --------------------------------------------------------------------------------
+MP_SPECS = ["matmul 8x8x8", "matmul 4x8x8", "matmul 8x4x16 b=bf16:col", "matmul 3x5x6"]
+
+
+def _worker(args):
+    path, order = args
+    out = {}
+    for spec in order:
+        impl, _ = _synth(path, spec, flush_every=40)  # many small transactions: maximal interleaving
+        out[spec] = db.program_signature(impl)
+    return out
+
+
+def test_several_processes_share_one_db(tmp_path):
+    path = str(tmp_path / "mp.db")
+    orders = [MP_SPECS[i:] + MP_SPECS[:i] for i in range(4)]
+    with mp.get_context("spawn").Pool(4) as pool:
+        results = pool.map(_worker, [(path, o) for o in orders])
+    expected = {s: db.program_signature(_fresh(s)) for s in MP_SPECS}
+    for r in results:
+        assert r == expected
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    for spec in MP_SPECS:  # everything is in the file: warm runs hit at the top and replay the same
+        impl, store = _synth(path, spec)
+        assert store.top_hit and store.misses == 0
+        assert db.program_signature(impl) == expected[spec]
+
+
+# -- damaged files and other versions -----------------------------------------------------------------
+def _assert_clear_error(path, excinfo):
+    msg = str(excinfo.value)
+    assert str(path) in msg and "rebuild" in msg and "\n" not in msg
+
+
+def test_garbage_file_is_refused_with_a_recovery(tmp_path, capsys):
+    from morello_build import cli
+
+    path = tmp_path / "g.db"
+    path.write_bytes(os.urandom(3000))
+    with pytest.raises(db.DBError) as e:
+        _synth(str(path), SPECS[0])
+    _assert_clear_error(path, e)
+    assert "not a database" in str(e.value)
+    assert cli.main(["synth", SPECS[0], "--isa", ISA, "--db", str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("morello-build: error: synthesis DB") and "\n" not in err
+    assert cli.main(["db", "stats", "--db", str(path), "--isa", ISA]) == 2
+    print(db.rebuild(str(path)))
+    impl, _ = _synth(str(path), SPECS[0])  # recovered
+    assert db.program_signature(impl) == db.program_signature(_fresh(SPECS[0]))
+
+
+def test_truncated_file_is_refused(tmp_path):
+    path = tmp_path / "t.db"
+    _synth(str(path), "matmul 8x8x8")
+    data = path.read_bytes()
+    assert not os.path.exists(f"{path}-wal") or os.path.getsize(f"{path}-wal") == 0
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(db.DBError) as e:
+        _synth(str(path), "matmul 8x8x8")
+    _assert_clear_error(path, e)
+    with pytest.raises(db.DBError):
+        db.stats(str(path), get_target(ISA))
+
+
+def test_empty_file_is_a_new_db(tmp_path):
+    path = tmp_path / "e.db"
+    path.write_bytes(b"")
+    impl, store = _synth(str(path), SPECS[0])
+    assert store.puts > 0
+
+
+def test_other_version_results_are_not_used(tmp_path, monkeypatch):
+    path = str(tmp_path / "v.db")
+    _synth(path, SPECS[0])
+    monkeypatch.setattr(morello_build, "__version__", "99.0")
+    impl, store = _synth(path, SPECS[0])
+    assert store.top_hit is False and store.hits == 0
+    assert db.program_signature(impl) == db.program_signature(_fresh(SPECS[0]))
+    assert "other namespaces" in db.stats(path, get_target(ISA))
+    _, store = _synth(path, SPECS[0], isa="avx512")  # another target: its own namespace too
+    assert store.hits == 0
+    assert "removed" in db.prune(path, get_target(ISA))
+    _, store = _synth(path, SPECS[0])
+    assert store.top_hit
+
+
+def test_other_schema_is_refused(tmp_path):
+    path = str(tmp_path / "s.db")
+    _synth(path, SPECS[0])
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE meta SET value='999' WHERE name='schema'")
+    with pytest.raises(db.DBError) as e:
+        _synth(path, SPECS[0])
+    _assert_clear_error(path, e)
+    assert "schema 999" in str(e.value)
