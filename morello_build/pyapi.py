@@ -493,10 +493,13 @@ class Kernel:
     def random_inputs(self, rng: np.random.Generator | int | None = None, scale: float = 1.0):
         """Random (a, b, c) arrays of the right shapes and dtypes (uniform in [-scale, scale))."""
         rng = np.random.default_rng(rng)
-        return tuple(
-            (rng.uniform(-scale, scale, size=s).astype(np.float32)).astype(d)
-            for s, d in zip(self.shapes, self._np_dtypes)
-        )
+        out = []
+        for s, d in zip(self.shapes, self._np_dtypes):
+            x = rng.random(s, dtype=np.float32)
+            x *= np.float32(2 * scale)
+            x -= np.float32(scale)
+            out.append(x if d == _F32 else x.astype(d))
+        return tuple(out)
 
     def __repr__(self) -> str:
         return f"<morello_build.Kernel {self.namespace}::{self.name} '{self.spec}' shapes={self.shapes}>"
