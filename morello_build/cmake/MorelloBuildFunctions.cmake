@@ -163,6 +163,7 @@ function(morello_add_kernel)
   endif()
   execute_process(
     COMMAND "${_python}" -m morello_build check-spec "${_spec}"
+    WORKING_DIRECTORY "${CMAKE_CURRENT_BINARY_DIR}"  # not the caller's directory: see MorelloBuildPython.cmake
     RESULT_VARIABLE _rc OUTPUT_VARIABLE _canonical ERROR_VARIABLE _err)
   if(NOT _rc EQUAL 0)
     string(STRIP "${_err}" _err)
@@ -198,6 +199,7 @@ function(morello_add_kernel)
     COMMAND ${_cmd}
     COMMAND "${CMAKE_COMMAND}" -E touch "${_stamp}"
     DEPENDS ${_gen_depends} "${_args_file}"
+    WORKING_DIRECTORY "${_dir}"
     COMMENT "morello: synthesizing ${_mk_target} (${_ns}::${_name}, ISA ${_isa}): ${_spec}"
     VERBATIM)
   add_custom_target(${_mk_target}_synth ALL DEPENDS "${_stamp}")

@@ -2,18 +2,17 @@
 # Shared by both configs: <prefix>/share/cmake/MorelloBuild/ (installed from the wheel's data dir) and
 # the package's own morello_build/cmake/. No include guard: the function is redefined identically.
 #
-# _morello_build_locate(PREFIX <dir> [EXPECT_CMAKE_DIR <dir>])
+# _morello_build_locate(<prefix> <expected cmake dir>)   (either may be "")
 #   Tries, in order: the cache variable MorelloBuild_PYTHON if set (and nothing else), else
-#   <PREFIX>/bin/python3, <PREFIX>/bin/python, <PREFIX>/python.exe, <PREFIX>/Scripts/python.exe,
+#   <prefix>/bin/python3, <prefix>/bin/python, <prefix>/python.exe, <prefix>/Scripts/python.exe,
 #   $VIRTUAL_ENV, $CONDA_PREFIX, then python3 and python on PATH. A candidate is accepted when
-#   `python -m morello_build.cmake_dir` succeeds (and, with EXPECT_CMAKE_DIR, reports that directory).
+#   `python -m morello_build.cmake_dir` succeeds (and, given an expected dir, reports that directory).
 #   Sets in the caller: _MorelloBuild_located (TRUE/FALSE), _MorelloBuild_error (why not),
 #   _MorelloBuild_python, _MorelloBuild_package_dir, _MorelloBuild_cmake_dir, _MorelloBuild_version,
 #   _MorelloBuild_isas.
 #   The interpreter path is kept as found, never resolved through symlinks: a venv's bin/python is a
 #   symlink, and only the unresolved path selects the venv.
-function(_morello_build_locate)
-  cmake_parse_arguments(PARSE_ARGV 0 _mbl "" "PREFIX;EXPECT_CMAKE_DIR" "")
+function(_morello_build_locate _mbl_PREFIX _mbl_EXPECT_CMAKE_DIR)
   set(_candidates "")
   set(_explicit FALSE)
   if(MorelloBuild_PYTHON)
@@ -45,8 +44,11 @@ function(_morello_build_locate)
   endif()
   set(_why "")
   foreach(_py IN LISTS _candidates)
+    # Not in the caller's directory: `python -m` puts the working directory first on sys.path, and a
+    # morello_build source tree there would shadow the installed package.
     execute_process(
       COMMAND "${_py}" -m morello_build.cmake_dir
+      WORKING_DIRECTORY "${CMAKE_BINARY_DIR}"
       RESULT_VARIABLE _rc OUTPUT_VARIABLE _out ERROR_VARIABLE _err)
     if(NOT _rc EQUAL 0)
       string(STRIP "${_err}" _err)
@@ -88,7 +90,7 @@ function(_morello_build_locate)
   if(_explicit)
     set(_hint "MorelloBuild_PYTHON=${MorelloBuild_PYTHON} does not work:${_why}")
   elseif(_candidates)
-    set(_hint "no Python interpreter with morello_build installed was found; tried:${_why}\n"
+    set(_hint "no Python interpreter with morello_build installed was found. Tried:${_why}\n"
               "Activate the venv you installed morello-build into, or set -DMorelloBuild_PYTHON=<python>.")
   else()
     set(_hint "no Python interpreter found; set -DMorelloBuild_PYTHON=<python with morello-build installed>.")
