@@ -79,10 +79,15 @@ def test_keys_and_decisions_round_trip(filled):
 
 
 def test_merge_boxes_only_joins_exact_unions():
-    boxes = [[0, 0, 3, 3, 0, 0, 1], [1, 1, 3, 3, 0, 0, 1], [2, 2, 3, 3, 0, 0, 1], [4, 4, 3, 3, 0, 0, 1],
-             [0, 0, 4, 4, 0, 0, 1], [0, 0, 3, 3, 0, 0, 1]]
+    def box(a, b, lo=(0, 0, 0), cost=1.0):
+        return [a, a, b, b, 0, 0, *lo, cost, cost, 1]
+
+    boxes = [box(0, 3), box(1, 3, (4096, 0, 0), 2.0), box(2, 3), box(4, 3), box(0, 4), box(0, 3)]
     out = sorted(map(tuple, merge_boxes(boxes)))
-    assert out == [(0, 0, 4, 4, 0, 0, 1), (0, 2, 3, 3, 0, 0, 3), (4, 4, 3, 3, 0, 0, 1)]
+    # a-coordinates 0..2 at b=3 merge (4 is not adjacent; (0, 4) differs in b and cannot join a row);
+    # the merged box needs the larger lower limits and spans both costs
+    assert out == [(0, 0, 4, 4, 0, 0, 0, 0, 0, 1.0, 1.0, 1), (0, 2, 3, 3, 0, 0, 4096, 0, 0, 1.0, 2.0, 3),
+                   (4, 4, 3, 3, 0, 0, 0, 0, 0, 1.0, 1.0, 1)]
 
 
 # -- round trips --------------------------------------------------------------------------------------

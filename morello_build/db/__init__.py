@@ -3,8 +3,9 @@
 Each canonical spec is a point in a table: the table key holds the discrete parameters, the point its
 shape coordinates and memory limits (encode.py). An answer found under limits L that needs limits R is
 the answer for the whole box [R, L]; it is stored as that rectangle, with only the decision taken and
-its cost per unit of volume. Rectangles of neighbouring shapes with the same decision, cost per volume
-and limit box are merged, but only where every shape inside was synthesized (no guessing). Lookups
+the range of its cost per unit of volume. Rectangles of neighbouring shapes with the same decision
+and the same upper limits are merged (lower limits: the larger), but only where every shape inside was
+synthesized: each point of a merged rectangle is answered by the decision found for it. Lookups
 find the rectangle containing the point (an SQLite R*Tree) and rebuild the Impl by replaying the
 decision, each sub-spec again through the search and the DB.
 

@@ -6,8 +6,8 @@ Schema (``SCHEMA`` below; bump ``SCHEMA_VERSION`` on any change):
   never read: a new version or an edited synthesizer starts from an empty namespace.
 - ``keys``: table keys (see encode.py) per namespace; ``decisions``: decision strings.
 - ``rects``: ``rtree_i32`` over (key, shape coordinate 1..3, L1 bytes) with the VRF and RF byte ranges,
-  the decision, the cost per unit of iteration volume and the number of synthesized specs merged into
-  the rectangle as auxiliary columns (an R*Tree indexes at most five dimensions).
+  the decision, the range of cost per unit of iteration volume (a sanity check on replay) and the number
+  of synthesized specs merged into the rectangle as auxiliary columns (an R*Tree indexes at most five dimensions).
 - ``runs``: per store session: lookups, hits, misses, results written (for ``db stats``).
 
 Concurrency: WAL journal, a long busy timeout, and results buffered in memory and written in short
@@ -24,7 +24,7 @@ from pathlib import Path
 import morello_build
 from morello_build.db import encode
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 BUSY_TIMEOUT_S = 120.0
 FLUSH_EVERY = 2000
 FLUSH_SECONDS = 5.0
@@ -40,7 +40,7 @@ CREATE TABLE IF NOT EXISTS keys(id INTEGER PRIMARY KEY, ns INTEGER NOT NULL, tex
 CREATE TABLE IF NOT EXISTS decisions(id INTEGER PRIMARY KEY, text TEXT NOT NULL UNIQUE);
 CREATE VIRTUAL TABLE IF NOT EXISTS rects USING rtree_i32(
     id, klo, khi, alo, ahi, blo, bhi, clo, chi, llo, lhi,
-    +vlo, +vhi, +rlo, +rhi, +decision, +ncost, +points);
+    +vlo, +vhi, +rlo, +rhi, +decision, +nlo, +nhi, +points);
 CREATE TABLE IF NOT EXISTS runs(
     id INTEGER PRIMARY KEY, ns INTEGER NOT NULL, started REAL NOT NULL, seconds REAL NOT NULL,
     pid INTEGER NOT NULL, spec TEXT, top_hit INTEGER, lookups INTEGER NOT NULL, hits INTEGER NOT NULL,
@@ -48,15 +48,15 @@ CREATE TABLE IF NOT EXISTS runs(
 """
 
 _FIND = (
-    "SELECT decision, ncost FROM rects WHERE klo<=?1 AND khi>=?1 AND alo<=?2 AND ahi>=?2 AND blo<=?3"
+    "SELECT decision, nlo, nhi FROM rects WHERE klo<=?1 AND khi>=?1 AND alo<=?2 AND ahi>=?2 AND blo<=?3"
     " AND bhi>=?3 AND clo<=?4 AND chi>=?4 AND llo<=?5 AND lhi>=?5 AND vlo<=?6 AND vhi>=?6"
     " AND rlo<=?7 AND rhi>=?7 ORDER BY id DESC"
 )
-# Rectangles of the same key, decision, cost and limit box that touch or overlap box (alo..chi).
+# Rectangles of the same key, decision and upper limits whose shapes touch or overlap box (alo..chi).
 _NEIGHBOURS = (
-    "SELECT id, alo, ahi, blo, bhi, clo, chi, points FROM rects WHERE klo=?1 AND khi=?1"
-    " AND llo=?2 AND lhi=?3 AND vlo=?4 AND vhi=?5 AND rlo=?6 AND rhi=?7 AND decision=?8 AND ncost=?9"
-    " AND alo<=?11+1 AND ahi>=?10-1 AND blo<=?13+1 AND bhi>=?12-1 AND clo<=?15+1 AND chi>=?14-1"
+    "SELECT id, alo, ahi, blo, bhi, clo, chi, llo, vlo, rlo, nlo, nhi, points FROM rects"
+    " WHERE klo=?1 AND khi=?1 AND lhi=?2 AND vhi=?3 AND rhi=?4 AND decision=?5"
+    " AND alo<=?7+1 AND ahi>=?6-1 AND blo<=?9+1 AND bhi>=?8-1 AND clo<=?11+1 AND chi>=?10-1"
 )
 
 
@@ -172,9 +172,11 @@ def _round_cost(x: float) -> float:
     return float(f"{x:.{_COST_DIGITS}g}")
 
 
-def _cost_matches(cost: float, ncost: float, volume: int) -> bool:
-    want = ncost * volume
-    return abs(cost - want) <= 1e-9 * max(abs(cost), abs(want), 1.0)
+def _cost_matches(cost: float, nlo: float, nhi: float, volume: int) -> bool:
+    """Whether a replayed cost lies in the rectangle's range of cost per unit volume."""
+    n = cost / volume
+    tol = 1e-9 * max(abs(nlo), abs(nhi), 1e-12)
+    return nlo - tol <= n <= nhi + tol
 
 
 class Store:
@@ -230,12 +232,12 @@ class Store:
             rows = self.conn.execute(_FIND, q).fetchall()
         except sqlite3.Error as e:
             raise _wrap(self.path, e) from None
-        for decision, ncost in rows:
+        for decision, nlo, nhi in rows:
             text = self._decision(decision)
             if text == encode.NONE:
                 return True, None
             impl = search.apply(spec, encode.action_from_text(text, spec.op))
-            if impl is not None and _cost_matches(impl.cost, ncost, volume):
+            if impl is not None and _cost_matches(impl.cost, nlo, nhi, volume):
                 return True, impl
             self.stale += 1  # cannot happen within one namespace unless the file was tampered with
         return False, None
@@ -264,7 +266,8 @@ class Store:
             self.skipped += 1
             return
         text = encode.decision_text(spec, impl, self.target)
-        self._pending.append((key, text, ncost, lo, hi, coords))
+        self._pending.append((key, text, hi, [coords[0], coords[0], coords[1], coords[1], coords[2], coords[2],
+                                               *lo, ncost, ncost, 1]))
         if len(self._pending) >= self.flush_every or time.monotonic() - self._last_flush > FLUSH_SECONDS:
             self.flush()
 
@@ -285,9 +288,8 @@ class Store:
 
     def _write(self, pending) -> None:
         groups: dict[tuple, list] = {}
-        for key, text, ncost, lo, hi, c in pending:
-            box = [c[0], c[0], c[1], c[1], c[2], c[2], 1]
-            groups.setdefault((key, text, ncost, lo[0], hi[0], lo[1], hi[1], lo[2], hi[2]), []).append(box)
+        for key, text, hi, box in pending:
+            groups.setdefault((key, text, hi), []).append(box)
         conn = self.conn
         conn.execute("BEGIN IMMEDIATE")
         # Keys other processes added since we looked may have rectangles too.
@@ -295,18 +297,18 @@ class Store:
             if text not in self._keys:
                 self._keys[text] = kid
                 self._db_keys.add(kid)
-        for (key, text, ncost, *limits), boxes in groups.items():
+        for (key, text, hi), boxes in groups.items():
             kid = self._key_id(key)
             did = self._decision_id(text)
             for box in merge_boxes(boxes):
                 if kid in self._db_keys:
-                    box = self._merge_with_db(kid, did, ncost, limits, box)
+                    box = self._merge_with_db(kid, did, hi, box)
                     if box is None:
                         continue
                 conn.execute(
                     "INSERT INTO rects(klo, khi, alo, ahi, blo, bhi, clo, chi, llo, lhi, vlo, vhi, rlo, rhi,"
-                    " decision, ncost, points) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                    (kid, kid, *box[:6], *limits, did, ncost, box[6]),
+                    " decision, nlo, nhi, points) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    (kid, kid, *box[:6], box[6], hi[0], box[7], hi[1], box[8], hi[2], did, *box[9:12]),
                 )
         conn.execute("COMMIT")
         self._db_keys.update(self._keys.values())
@@ -328,18 +330,21 @@ class Store:
             self._decisions[did] = text
         return did
 
-    def _merge_with_db(self, kid, did, ncost, limits, box):
+    def _merge_with_db(self, kid, did, hi, box):
         """Grow ``box`` by stored rectangles with the same answer that it touches; None if one covers it."""
         while True:
-            rows = self.conn.execute(_NEIGHBOURS, (kid, *limits, did, ncost, *box[:6])).fetchall()
+            rows = self.conn.execute(_NEIGHBOURS, (kid, *hi, did, *box[:6])).fetchall()
             grown = False
-            for rid, *other, points in rows:
-                if all(other[2 * d] <= box[2 * d] and box[2 * d + 1] <= other[2 * d + 1] for d in range(3)):
+            for rid, *other in rows:
+                if _covers(other, box):
+                    if other[9] > box[9] or other[10] < box[10]:  # widen its cost range
+                        self.conn.execute("UPDATE rects SET nlo=?, nhi=? WHERE id=?",
+                                          (min(other[9], box[9]), max(other[10], box[10]), rid))
                     return None  # already stored (another process found it too)
                 merged = _union(box, other)
                 if merged is not None:
                     self.conn.execute("DELETE FROM rects WHERE id=?", (rid,))
-                    box = merged + [box[6] + points]
+                    box = merged
                     grown = True
             if not grown:
                 return box
@@ -371,24 +376,39 @@ class Store:
         self.close()
 
 
+# A box is [alo, ahi, blo, bhi, clo, chi, llo, vlo, rlo, nlo, nhi, points]: shape coordinate ranges, the
+# lower memory limits (the upper ones are the group's), the range of cost per volume, specs merged.
+def _covers(a, b) -> bool:
+    """Whether box a answers every point of box b (same decision and upper limits assumed)."""
+    return all(a[2 * d] <= b[2 * d] and b[2 * d + 1] <= a[2 * d + 1] for d in range(3)) and all(
+        a[i] <= b[i] for i in (6, 7, 8))
+
+
 def _union(a, b):
-    """The box a ∪ b (shape dims only) if it is a box: equal in two dims, touching in the third."""
+    """One box answering exactly the shapes of a and b, if their shapes form a box (equal in two dims,
+    touching or overlapping in the third): lower limits are the larger of the two (every program fits),
+    costs the union of their ranges. None if the shapes do not form a box."""
     diff = [d for d in range(3) if (a[2 * d], a[2 * d + 1]) != (b[2 * d], b[2 * d + 1])]
     if len(diff) > 1:
         return None
-    if not diff:
-        return list(a[:6])
-    d = diff[0]
-    if a[2 * d] > b[2 * d + 1] + 1 or b[2 * d] > a[2 * d + 1] + 1:
-        return None
-    out = list(a[:6])
-    out[2 * d], out[2 * d + 1] = min(a[2 * d], b[2 * d]), max(a[2 * d + 1], b[2 * d + 1])
+    out = list(a)
+    if diff:
+        d = diff[0]
+        if a[2 * d] > b[2 * d + 1] + 1 or b[2 * d] > a[2 * d + 1] + 1:
+            return None
+        out[2 * d], out[2 * d + 1] = min(a[2 * d], b[2 * d]), max(a[2 * d + 1], b[2 * d + 1])
+        out[11] = a[11] + b[11]
+    else:
+        out[11] = max(a[11], b[11])  # the same shapes twice: the same specs
+    for i in (6, 7, 8):
+        out[i] = max(a[i], b[i])
+    out[9], out[10] = min(a[9], b[9]), max(a[10], b[10])
     return out
 
 
 def merge_boxes(boxes: list) -> list:
-    """Merge shape boxes (alo, ahi, blo, bhi, clo, chi, points) that share a face or overlap exactly:
-    the union of the merged ones is exactly the union of the inputs, so no unsynthesized shape is claimed."""
+    """Merge boxes (see above) of one key, decision and upper limits whose shapes share a face or
+    coincide. The merged shapes are exactly the union of the inputs': no unsynthesized shape is claimed."""
     boxes = [list(b) for b in boxes]
     changed = True
     while changed and len(boxes) > 1:
@@ -398,13 +418,9 @@ def merge_boxes(boxes: list) -> list:
             boxes.sort(key=lambda b: ([b[i] for i in others], b[2 * d]))
             out = [boxes[0]]
             for b in boxes[1:]:
-                last = out[-1]
-                if all(last[i] == b[i] for i in others) and b[2 * d] <= last[2 * d + 1] + 1:
-                    if b[2 * d] == last[2 * d] and b[2 * d + 1] == last[2 * d + 1]:
-                        last[6] = max(last[6], b[6])  # the same spec twice
-                    else:
-                        last[2 * d + 1] = max(last[2 * d + 1], b[2 * d + 1])
-                        last[6] += b[6]
+                merged = _union(out[-1], b) if all(out[-1][i] == b[i] for i in others) else None
+                if merged is not None:
+                    out[-1] = merged
                     changed = True
                 else:
                     out.append(b)
