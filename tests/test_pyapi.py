@@ -283,3 +283,19 @@ def test_load_header_and_build_errors(kernels):
     np.testing.assert_array_equal(g(a, b), f(a, b))
     with pytest.raises(pyapi.BuildError, match="boom"):
         pyapi.load_header('#error "boom"\n')
+
+
+def test_isa_is_passed_to_the_synthesizer(pyapi_cache_dir):
+    f = pyapi.compile_kernel("matmul 1x100x17 b=bf16:col", isa="avx2")
+    assert "avx512" not in f.header_path.read_text().split("#pragma once")[0].split("Target:")[1].splitlines()[0]
+    a, b, c = f.random_inputs(rng=9)
+    check_against_numpy(f, a, b, c, f(a, b))
+
+
+def test_unsupported_cpu_raises_but_reference_runs(kernels, monkeypatch):
+    f = _kernel(kernels, "matmul 7x13x29")
+    monkeypatch.setattr(f, "supported", False)
+    a, b, c = f.random_inputs(rng=10)
+    with pytest.raises(RuntimeError, match="ISA features this CPU lacks"):
+        f(a, b)
+    check_against_numpy(f, a, b, c, f.reference(a, b))
