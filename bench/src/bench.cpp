@@ -4,11 +4,13 @@
 //
 // Benchmark names: "<workload>/<variant>/<impl>/t<threads>" (threads "d": the kernel's default overload).
 // Counters: "flop" and "bytes" are per-second rates (compulsory traffic: B + A + C; the references: what they
-// read / compute). Every implementation's result is checked once against a double-precision reference before
+// read / compute). GEMV entries (M = 1) also carry "ref_bytes": the read bandwidth of an untimed sweep run
+// right after every timed call (a paired reference under the same load); their time is the timed calls only. Every implementation's result is checked once against a double-precision reference before
 // it is timed; a wrong result turns into a skipped benchmark whose error message says "WRONG RESULT".
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <functional>
 #include <map>
@@ -453,6 +455,8 @@ static Data& data_for(const Case* cs) {
   return *g_data;
 }
 
+static bool paired(const Entry* e) { return e->kind == 0 && e->cs && e->cs->M == 1; }
+
 static void run_entry(benchmark::State& st, const Entry* e) {
   Prepared* pp;
   double flops = 0, bytes = 0;
@@ -491,9 +495,30 @@ static void run_entry(benchmark::State& st, const Entry* e) {
   const int nc = e->cs ? e->cs->copies : 1;
   int cp = 0;
   auto& run = pp->run;
-  for (auto _ : st) {
-    run(cp);
-    if (++cp == nc) cp = 0;
+  if (paired(e)) {
+    // GEMVs: after each timed call, an untimed read sweep of the copy just used (the next call reads the next
+    // copy, so it still comes from DRAM): a paired bandwidth reference taken under the same machine load.
+    Prepared ref = prep_bw(*g_data, e->threads == 0 ? 2 : e->threads);
+    using clk = std::chrono::steady_clock;
+    double tref = 0;
+    int64_t n = 0;
+    for (auto _ : st) {
+      auto t0 = clk::now();
+      run(cp);
+      auto t1 = clk::now();
+      ref.run(cp);
+      auto t2 = clk::now();
+      st.SetIterationTime(std::chrono::duration<double>(t1 - t0).count());
+      tref += std::chrono::duration<double>(t2 - t1).count();
+      ++n;
+      if (++cp == nc) cp = 0;
+    }
+    if (tref > 0) st.counters["ref_bytes"] = double(e->cs->b_bytes()) * double(n) / tref;
+  } else {
+    for (auto _ : st) {
+      run(cp);
+      if (++cp == nc) cp = 0;
+    }
   }
   st.counters["flop"] = benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate);
   st.counters["bytes"] = benchmark::Counter(bytes, benchmark::Counter::kIsIterationInvariantRate);
@@ -509,7 +534,11 @@ static void add(const Case* cs, std::string impl, int threads, bool bf16x, int k
   const Entry* e = g_entries.back().get();
   std::string name = (cs ? cs->id() : std::string("REF/peak")) + "/" + e->impl + "/t" +
                      (threads == 0 ? std::string("d") : std::to_string(threads));
-  benchmark::RegisterBenchmark(name.c_str(), run_entry, e)->UseRealTime()->Unit(benchmark::kMicrosecond);
+  auto* b = benchmark::RegisterBenchmark(name.c_str(), run_entry, e)->Unit(benchmark::kMicrosecond);
+  if (paired(e))
+    b->UseManualTime();
+  else
+    b->UseRealTime();
 }
 
 static int copies_for(size_t bytes, bool rotate) {

@@ -42,10 +42,23 @@ class Pool {
     gen_.fetch_add(1, std::memory_order_release);
     if (sleeping_.load(std::memory_order_acquire) > 0) gen_.notify_all();
     drain();
-    while (pending_.load(std::memory_order_acquire) != 0) _mm_pause();
+    // Spin briefly, then sleep: on a loaded 2-core machine a spinning caller would keep the worker off the CPU.
+    const uint64_t t0 = __rdtsc();
+    for (;;) {
+      int p = pending_.load(std::memory_order_acquire);
+      if (p == 0) break;
+      if (__rdtsc() - t0 < kSpinTicks) {
+        _mm_pause();
+      } else {
+        caller_sleeping_.store(true);
+        if (pending_.load(std::memory_order_acquire) == p) pending_.wait(p, std::memory_order_acquire);
+        caller_sleeping_.store(false);
+      }
+    }
   }
 
  private:
+  static constexpr uint64_t kSpinTicks = 50000;  // ~20 us of TSC ticks spinning before sleeping / yielding
   void drain() {
     for (;;) {
       int64_t i = next_.fetch_add(1, std::memory_order_relaxed);
@@ -57,21 +70,22 @@ class Pool {
     uint64_t seen = 0;  // the value gen_ had at construction: a job posted before this thread runs is not lost
     for (;;) {
       uint64_t g;
-      int spins = 0;
+      uint64_t t0 = __rdtsc();
       while ((g = gen_.load(std::memory_order_acquire)) == seen) {
-        if (++spins < 200000) {
+        if (__rdtsc() - t0 < kSpinTicks) {
           _mm_pause();
         } else {
           sleeping_.fetch_add(1);
           if (gen_.load(std::memory_order_acquire) == seen) gen_.wait(seen, std::memory_order_acquire);
           sleeping_.fetch_sub(1);
-          spins = 0;
+          t0 = __rdtsc();
         }
       }
       seen = g;
       if (stop_.load()) return;
       drain();
       pending_.fetch_sub(1, std::memory_order_acq_rel);
+      if (caller_sleeping_.load()) pending_.notify_all();
     }
   }
 
@@ -82,6 +96,7 @@ class Pool {
   std::atomic<int> pending_{0};
   std::atomic<int> sleeping_{0};
   std::atomic<bool> stop_{false};
+  std::atomic<bool> caller_sleeping_{false};
   void* ctx_ = nullptr;
   void (*call_)(void*, int64_t) = nullptr;
   int64_t end_ = 0;
