@@ -17,7 +17,6 @@ and ``-`` (no program fits).
 """
 from __future__ import annotations
 
-import json
 from functools import lru_cache
 from math import prod
 
@@ -53,36 +52,48 @@ def coord_size(mode: str, c: int) -> int:
 
 
 # -- keys and points -------------------------------------------------------------------------------
-def _tensor_key(t: TensorSpec) -> list:
-    digits = [[d.dim, d.div, d.mod] for d in t.layout.digits]
-    return [t.dtype.value, digits, int(t.level), t.contig, t.vector_size]
+# Key text: "kind|batch|modes|accum serial|operand|operand..." with each operand
+# "dtype/level/contig/vector size/dim.div.mod;dim.div.mod..." (empty fields for None).
+@lru_cache(maxsize=4096)
+def _tensor_key(dtype: DType, layout: Layout, level: Level, contig: int, vs: int | None) -> str:
+    digits = ";".join(f"{d.dim}.{d.div}.{'' if d.mod is None else d.mod}" for d in layout.digits)
+    return f"{dtype.value}/{int(level)}/{contig}/{'' if vs is None else vs}/{digits}"
+
+
+def _tensor_from(text: str, shape) -> TensorSpec:
+    dtype, level, contig, vs, digits = text.split("/")
+    ds = []
+    for part in digits.split(";") if digits else ():
+        dim, div, mod = part.split(".")
+        ds.append(Digit(int(dim), int(div), int(mod) if mod else None))
+    return TensorSpec(shape, DType(dtype), Layout(tuple(ds)), Level(int(level)), int(contig),
+                      int(vs) if vs else None)
 
 
 @lru_cache(maxsize=1 << 16)
 def op_key(op) -> tuple[str, tuple[int, int, int], int]:
     """(key text, shape coordinates, iteration volume) of a canonical op."""
     shape = op.iter_shape
-    modes, coords = [], []
+    modes, coords = "", []
     for s in shape[1:]:
         m, c = size_coord(s)
-        modes.append(m)
+        modes += m
         coords.append(c)
     while len(coords) < 3:
-        modes.append("-")
+        modes += "-"
         coords.append(0)
-    key = [op.kind, shape[0], "".join(modes), [_tensor_key(t) for t in op.operands], op.accum, op.serial]
-    return json.dumps(key, separators=(",", ":")), tuple(coords), prod(shape)
+    parts = [op.kind, str(shape[0]), modes, f"{int(op.accum)}{int(op.serial)}"]
+    parts += [_tensor_key(t.dtype, t.layout, t.level, t.contig, t.vector_size) for t in op.operands]
+    return "|".join(parts), tuple(coords), prod(shape)
 
 
 def op_from_key(key: str, coords) -> object:
     """The op at shape ``coords`` of table ``key`` (inverse of ``op_key``)."""
-    kind, batch, modes, tensors, accum, serial = json.loads(key)
-    shape = (batch,) + tuple(coord_size(m, c) for m, c in zip(modes, coords) if m != "-")
+    kind, batch, modes, flags, *tensors = key.split("|")
+    shape = (int(batch),) + tuple(coord_size(m, c) for m, c in zip(modes, coords) if m != "-")
     cls = _OPS[kind]
-    ops = []
-    for (dtype, digits, level, contig, vs), dims in zip(tensors, cls.operand_iter_dims):
-        layout = Layout(tuple(Digit(*d) for d in digits))
-        ops.append(TensorSpec(tuple(shape[j] for j in dims), DType(dtype), layout, Level(level), contig, vs))
+    ops = [_tensor_from(t, tuple(shape[j] for j in dims)) for t, dims in zip(tensors, cls.operand_iter_dims)]
+    accum, serial = flags[0] == "1", flags[1] == "1"
     if cls is Matmul:
         return Matmul(*ops, accum=accum, serial=serial)
     return cls(*ops, serial=serial)

@@ -28,7 +28,6 @@ SCHEMA_VERSION = 2
 BUSY_TIMEOUT_S = 120.0
 FLUSH_EVERY = 2000
 FLUSH_SECONDS = 5.0
-_COST_DIGITS = 12  # normalized costs are compared (and merged) at 12 significant digits
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(name TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -168,10 +167,6 @@ def namespace_id(conn, target, create: bool = True) -> int | None:
     return row[0] if row else None
 
 
-def _round_cost(x: float) -> float:
-    return float(f"{x:.{_COST_DIGITS}g}")
-
-
 def _cost_matches(cost: float, nlo: float, nhi: float, volume: int) -> bool:
     """Whether a replayed cost lies in the rectangle's range of cost per unit volume."""
     n = cost / volume
@@ -191,7 +186,10 @@ class Store:
         try:
             self.ns = namespace_id(self.conn, target)
             self._keys = dict(self.conn.execute("SELECT text, id FROM keys WHERE ns=?", (self.ns,)))
-            self._db_keys = set(self._keys.values())  # keys that may have rectangles in the file
+            # Keys that may have rectangles in the file, and those that may have rectangles this store did
+            # not write (only those can answer a lookup: the search's memo holds everything it put).
+            self._db_keys = set(self._keys.values())
+            self._lookup_keys = set(self._db_keys)
             self._decisions = {i: t for i, t in self.conn.execute("SELECT id, text FROM decisions")}
         except sqlite3.Error as e:
             self.conn.close()
@@ -225,7 +223,7 @@ class Store:
     def _get(self, spec, search):
         key, coords, volume = encode.op_key(spec.op)
         kid = self._keys.get(key)
-        if kid is None or kid not in self._db_keys:
+        if kid not in self._lookup_keys:
             return False, None
         q = (kid,) + coords + spec.limits.as_tuple()
         try:
@@ -259,7 +257,7 @@ class Store:
             lo, ncost = (0, 0, 0), 0.0
         else:
             lo = encode.required_limits(impl, self.target, self._required_memo)
-            ncost = _round_cost(impl.cost / volume)
+            ncost = impl.cost / volume
         if any(a > b for a, b in zip(lo, hi)):
             # The in-memory memo reused a body at limits its rounded L1 does not leave it: this answer
             # is not what a fresh search finds under these limits, so it is not stored.
@@ -297,6 +295,7 @@ class Store:
             if text not in self._keys:
                 self._keys[text] = kid
                 self._db_keys.add(kid)
+                self._lookup_keys.add(kid)
         for (key, text, hi), boxes in groups.items():
             kid = self._key_id(key)
             did = self._decision_id(text)
