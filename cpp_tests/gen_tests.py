@@ -20,8 +20,9 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # the morello_build package of this checkout, when not installed
 
-from morello_build.api import synthesize_program, write_if_changed  # noqa: E402
+from morello_build.api import write_if_changed  # noqa: E402
 from morello_build.codegen import emit_header  # noqa: E402
+from morello_build.search import NoProgram, Search  # noqa: E402
 from morello_build.spec import parse_spec  # noqa: E402
 from morello_build.target import get_target  # noqa: E402
 
@@ -73,11 +74,20 @@ def _search_isa(spec: str, isa: str) -> str:
     return isa
 
 
+_SEARCHES: dict = {}  # per worker process and ISA: one memo shared by every spec it synthesizes
+
+
 def _one(job):
     """Synthesize ``spec`` once and emit it for every ISA in ``outputs`` [(isa, ns, name, path)]."""
     spec, search_isa, outputs = job
     t0 = time.perf_counter()
-    user, _, impl, _ = synthesize_program(spec, isa=search_isa)
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 20000))
+    target = get_target(search_isa)
+    search = _SEARCHES.setdefault(search_isa, Search(target))
+    user = parse_spec(spec)
+    impl = search.best(user.to_spec(target.limits()))
+    if impl is None:
+        raise NoProgram(f"no program for '{spec}' on {search_isa}")
     for isa, ns, name, path in outputs:
         write_if_changed(path, emit_header(user, impl, get_target(isa), name=name, namespace=ns))
     return spec, search_isa, time.perf_counter() - t0

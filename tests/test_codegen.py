@@ -1,0 +1,198 @@
+"""Code generation (morello_build.codegen): the header contract, determinism, index arithmetic, every ISA
+compiling warning-free, programs the search would not pick by itself (memzero, ...), the CLI and threads.
+
+Kernel-vs-reference comparisons over a spec matrix run in cpp_tests/ (test_codegen_cpp.py); random specs
+in test_e2e_random.py. Tolerances are those of cpp_tests/check.hpp.
+"""
+from __future__ import annotations
+
+import itertools
+import os
+import random
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from morello_build import __version__
+from morello_build.actions import MoveOperand, Select, Tile, ToAccum
+from morello_build.api import synthesize_header, synthesize_program
+from morello_build.codegen import emit_header
+from morello_build.codegen.affine import Affine, layout_offset
+from morello_build.codegen.testing import check_headers, cxx
+from morello_build.layout import col_major, interleaved, packed, row_major
+from morello_build.search import Search
+from morello_build.spec import Level, parse_spec
+from morello_build.target import cpu_flags, get_target
+
+ROOT = Path(__file__).resolve().parents[1]
+HAVE_CXX = shutil.which(cxx().split()[0]) is not None
+HAVE_HWY = Path("/usr/include/hwy/highway.h").exists()
+needs_cxx = pytest.mark.skipif(not HAVE_CXX, reason="no C++ compiler")
+ISAS = ["scalar", "avx2", "avx512", "avx512_bf16"] + (["highway"] if HAVE_HWY else [])
+
+
+# -- the header contract ---------------------------------------------------------------------------
+def test_header_contract():
+    spec = "matmul 3x5x7 a=bf16 b=bf16:col c=bf16 batch=2 accum"
+    text = synthesize_header(spec, isa="avx512", name="gemv", namespace="ns1::inner")
+    user, target, impl, _ = synthesize_program(spec, isa="avx512")
+    head = text[: text.index("#pragma once")]
+    assert f"Spec:    {spec}" in head
+    assert f"morello-build {__version__}" in head
+    assert "Target:  avx512" in head
+    assert "nearest, ties to even" in head and "accumulated" in head
+    # the chosen program, every node with its cost
+    assert "[cost " in head and impl.label() in head
+    assert head.count("[cost ") >= 3
+    assert "namespace ns1::inner {" in text
+    info = re.search(r"struct gemv_info \{(.*?)\};", text, re.S).group(1)
+    assert "static constexpr int batch = 2, m = 3, k = 5, n = 7;" in info
+    assert "static constexpr bool accum = true;" in info
+    for op in "abc":
+        assert f"using {op}_type = uint16_t;" in info
+    assert f'static constexpr const char* spec = "{spec}";' in info
+    assert 'static constexpr const char* isa = "avx512";' in info
+    assert "inline void gemv_reference(const uint16_t* a, const uint16_t* b, uint16_t* c)" in text
+    assert "inline bool gemv_supported()" in text and '__builtin_cpu_supports("avx512f")' in text
+    assert "inline void gemv(const uint16_t* a, const uint16_t* b, uint16_t* c, PF&& pf)" in text
+    assert "inline void gemv(const uint16_t* a, const uint16_t* b, uint16_t* c) {" in text
+    assert '__attribute__((target("' in text
+
+
+def test_scalar_header_is_portable():
+    text = synthesize_header("matmul 4x3x5 b=bf16", isa="scalar")
+    assert "immintrin" not in text and "__attribute__((target" not in text
+    assert re.search(r"inline bool kernel_supported\(\) \{\s*return true;", text)
+
+
+def test_deterministic_bytes():
+    spec = "matmul 5x17x9 b=bf16:col"
+    a = synthesize_header(spec, isa="avx2", name="k")
+    b = synthesize_header(spec, isa="avx2", name="k")
+    assert a == b
+    user, target, impl, _ = synthesize_program(spec, isa="avx2")
+    assert emit_header(user, impl, target, name="k") == a
+
+
+# -- index arithmetic --------------------------------------------------------------------------------
+@pytest.mark.parametrize("layout", [row_major(), col_major(), packed(2, 16), packed(2, 8),
+                                    interleaved(row_major(), 2, 32), interleaved(row_major(), 2, 16)],
+                         ids=lambda l: l.name)
+def test_layout_offset_matches_layout_algebra(layout):
+    """Symbolic offsets of (origin + local) equal Layout.offset for every value of the loop variables."""
+    rng = random.Random(0)
+    for _ in range(40):
+        shape = (rng.randint(1, 3), rng.randint(1, 40), rng.randint(1, 70))
+        strip = max(layout.strip(2), 1)
+        # origins as the search makes them: tiles of a strip multiple along dim 2
+        tile = (1, rng.randint(1, shape[1]), strip * rng.randint(1, 2))
+        origin = (Affine.var("i", 1), Affine.var("j", tile[1]), Affine.var("k", tile[2]) + 0)
+        for _ in range(10):
+            vals = {"i": rng.randrange(shape[0]), "j": rng.randrange(max(1, shape[1] // tile[1])),
+                    "k": rng.randrange(max(1, shape[2] // tile[2]))}
+            local = (0, rng.randrange(tile[1]), rng.randrange(tile[2]))
+            coord = tuple(o.const + sum(c * vals[v] for v, c in o.terms) + x for o, x in zip(origin, local))
+            if any(c >= s for c, s in zip(coord, shape)):
+                continue
+            expr = layout_offset(layout, shape, tuple(o + x for o, x in zip(origin, local)))
+            got = eval(expr.c() if isinstance(expr, Affine) else expr, {}, dict(vals))
+            assert got == layout.offset(coord, shape), (layout.name, shape, coord, expr)
+
+
+# -- compiling every ISA -------------------------------------------------------------------------------
+@needs_cxx
+def test_every_isa_compiles_warning_free_in_one_translation_unit(tmp_path):
+    """Headers of every ISA (and two kernels of one ISA) share one TU: runtime and helper guards work,
+    no -m flags are needed, -Wall -Wextra -Werror is clean."""
+    lines = []
+    for i, isa in enumerate(ISAS + ["avx512"]):
+        h = tmp_path / f"h{i}.hpp"
+        h.write_text(synthesize_header("matmul 3x40x5 a=bf16 b=bf16:col c=bf16", isa=isa, name=f"k{i}",
+                                       namespace=f"n{i}"))
+        lines.append(f'#include "h{i}.hpp"')
+    lines.append("int main() { return 0; }")
+    (tmp_path / "t.cpp").write_text("\n".join(lines) + "\n")
+    r = subprocess.run([*cxx().split(), "-std=c++17", "-O2", "-Wall", "-Wextra", "-Werror", "-c", "t.cpp",
+                        "-o", "t.o"], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert r.returncode == 0, r.stdout[-10000:]
+
+
+# -- programs the search does not choose by itself --------------------------------------------------------
+def _forced(spec: str, isa: str, plan):
+    """An Impl for ``spec`` built by ``plan(search, spec)`` with sub-specs synthesized as usual."""
+    user = parse_spec(spec)
+    target = get_target(isa)
+    search = Search(target)
+    impl = plan(search, user.to_spec(target.limits()))
+    assert impl is not None
+    return user, target, impl
+
+
+def _supported(isa):
+    flags = {f.replace("avx512_bf16", "avx512bf16") for f in cpu_flags()}
+    return isa == "scalar" or get_target(isa).features - {"highway"} <= flags
+
+
+@needs_cxx
+def test_forced_programs_match_reference(tmp_path):
+    """memzero (zeroing C in memory), a transposing copy of A into L1, loops with remainders."""
+    kernels = []
+
+    def memzero_then_body(search, spec):
+        return search.apply(spec, ToAccum(), bodies={0: lambda z: search.apply(z, Select("memzero"))})
+
+    def a_transposed_in_l1(search, spec):
+        return search.apply(spec, MoveOperand(0, Level.L1, col_major()))
+
+    def ragged_tiles(search, spec):
+        k = spec.op.iter_shape[2]
+        return search.apply(spec, Tile((1, 3, k, 7)))  # remainders on m and n; k not tiled (no accum)
+
+    cases = [
+        ("matmul 5x7x11 c=bf16", "scalar", memzero_then_body),
+        ("matmul 5x7x11 a=bf16 c=f32:col", "avx512", memzero_then_body),
+        ("matmul 6x9x13 b=bf16", "avx2", a_transposed_in_l1),
+        ("matmul 10x9x17 a=f32:col", "avx512", ragged_tiles),
+        ("matmul 10x9x17 c=bf16", "scalar", ragged_tiles),
+    ]
+    for i, (spec, isa, plan) in enumerate(cases):
+        user, target, impl = _forced(spec, isa, plan)
+        text = emit_header(user, impl, target, name=f"f{i}", namespace="forced")
+        kernels.append((spec, text, "forced", f"f{i}"))
+    res = check_headers(kernels, tmp_path)
+    assert res.ok, res.output
+    assert "FAIL" not in res.output
+
+
+# -- threads ---------------------------------------------------------------------------------------
+@needs_cxx
+@pytest.mark.parametrize("threads", ["1", "3"])
+def test_default_pool_sizes(tmp_path, threads):
+    """The default pool, serial (MORELLO_NUM_THREADS=1) and oversubscribed, gives the same bytes."""
+    spec = "matmul 64x32x64"
+    isa = "avx512" if _supported("avx512") else ("avx2" if _supported("avx2") else "scalar")
+    text = synthesize_header(spec, isa=isa, name="par", namespace="thr")
+    assert "default_pool()" in text, "expected a parallel program"
+    res = check_headers([(spec, text, "thr", "par")], tmp_path, env={"MORELLO_NUM_THREADS": threads})
+    assert res.ok, res.output
+
+
+# -- CLI -------------------------------------------------------------------------------------------
+def test_cli_synth_writes_header_only_when_changed(tmp_path):
+    out = tmp_path / "sub" / "k.hpp"
+    cmd = [sys.executable, "-m", "morello_build", "synth", "matmul 2x3x4 b=bf16:col", "-o", str(out),
+           "--isa", "scalar", "--name", "mykern", "--namespace", "a::b"]
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path)
+    assert r.returncode == 0, r.stdout
+    text = out.read_text()
+    assert "namespace a::b {" in text and "inline void mykern(" in text
+    mtime = out.stat().st_mtime_ns
+    os.utime(out, ns=(mtime - 10**9, mtime - 10**9))
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path)
+    assert r.returncode == 0, r.stdout
+    assert out.stat().st_mtime_ns == mtime - 10**9  # same bytes: not rewritten
+    assert [p.name for p in out.parent.iterdir()] == ["k.hpp"]  # no temporary left behind
