@@ -127,6 +127,24 @@ def test_warm_run_hits_the_top_level_spec_and_replays(tmp_path):
     assert ok, report
 
 
+def test_unbounded_answers_open_the_box_upwards(tmp_path):
+    """put(..., unbounded=...) (the search's statement that more memory changes nothing) widens the box."""
+    target = get_target(ISA)
+    spec = parse_spec(SPECS[0]).to_spec(target.limits())
+    impl = _fresh(SPECS[0])
+    path = str(tmp_path / "u.db")
+    with Store(path, target) as store:
+        store.put(spec, impl, unbounded=(True, False, True))
+    from dataclasses import replace
+
+    bigger = replace(spec, limits=replace(spec.limits, l1=spec.limits.l1 * 8, rf=spec.limits.rf * 2))
+    with Store(path, target) as store:
+        found, got = store.get(bigger, Search(target, store=store))
+        assert found and db.program_signature(got) == db.program_signature(impl)
+        more_vrf = replace(spec, limits=replace(spec.limits, vrf=spec.limits.vrf * 2))
+        assert not store.get(more_vrf, Search(target))[0]
+
+
 def test_api_and_cli_use_the_db(tmp_path, capsys):
     from morello_build import api, cli
 

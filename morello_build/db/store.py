@@ -28,6 +28,7 @@ SCHEMA_VERSION = 2
 BUSY_TIMEOUT_S = 120.0
 FLUSH_EVERY = 2000
 FLUSH_SECONDS = 5.0
+UNBOUNDED = 2**31 - 1  # upper limit of a box open upwards (rtree_i32 coordinates are 32-bit)
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(name TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -248,11 +249,18 @@ class Store:
             self._decisions[did] = text
         return text
 
-    def put(self, spec, impl) -> None:
-        """Record the search's answer for ``spec`` as the box [limits it needs, limits it was found under]."""
+    def put(self, spec, impl, unbounded: tuple[bool, bool, bool] | None = None) -> None:
+        """Record the search's answer for ``spec`` as the box [limits it needs, limits it was found under].
+
+        ``unbounded[i]``: the search may state that no action was refused for lack of memory at level i
+        (L1, VRF, RF) anywhere in this spec's search, so more of it changes nothing: the box is then
+        open upwards in that level (a non-empty answer only; "nothing fits" stays bounded).
+        """
         self.puts += 1
         key, coords, volume = encode.op_key(spec.op)
         hi = spec.limits.as_tuple()
+        if unbounded and impl is not None:
+            hi = tuple(UNBOUNDED if u else h for u, h in zip(unbounded, hi))
         if impl is None:
             lo, ncost = (0, 0, 0), 0.0
         else:
