@@ -38,8 +38,8 @@ _SMALL_SHAPES = [(2, 3, 5), (1, 5, 3), (3, 1, 4), (5, 2, 1), (1, 1, 1), (3, 4, 2
 
 
 def _combo_specs() -> list[str]:
-    """All 64 dtype/layout combinations; sizes cycle through small awkward shapes, batch and accum are
-    spread over them (every combination is kept small: synthesis time is the budget)."""
+    """All 64 dtype/layout combinations; sizes cycle through small awkward shapes, batch, accum and serial
+    are spread over them (every combination is kept small: synthesis time is the budget)."""
     out = []
     combos = itertools.product(("f32", "bf16"), ("f32", "bf16"), ("f32", "bf16"), *[("row", "col")] * 3)
     for i, (da, db, dc, la, lb, lc) in enumerate(combos):
@@ -49,6 +49,8 @@ def _combo_specs() -> list[str]:
             spec += " batch=2"
         if i % 3 == 0:
             spec += " accum"
+        if i % 7 == 3:
+            spec += " serial"
         out.append(spec)
     return out
 
@@ -59,7 +61,7 @@ AWKWARD_SPECS = [
     "matmul 1x100x17 b=bf16:col",                                # GEMV, gemma's layout, K and N not /16
     "matmul 1x256x40 b=bf16:col",                                # the flagship's shape family, small
     "matmul 31x2x37 c=bf16:col accum",                          # bf16 output, accumulate
-    "matmul 16x32x48 b=bf16:col serial",                        # multiples of 16, serial
+    "matmul 1x256x2048 b=bf16:col",                              # has a parallel loop (thread pool)
     "matmul 1x1x1 a=bf16 b=bf16 c=bf16",                         # all ones, all bf16
     "matmul 5x2x1 a=bf16:col b=bf16:col c=bf16:col batch=2 accum",
 ]
@@ -150,14 +152,16 @@ def test_bf16_as_uint16_bits(kernels):
 
 
 def test_gil_released_threads(kernels):
-    """Concurrent calls from Python threads give the same answers (the GIL is released in the call)."""
+    """Concurrent calls from Python threads give the same answers (the GIL is released in the call), also
+    into a kernel whose parallel loop runs on the header's thread pool."""
     from concurrent.futures import ThreadPoolExecutor
 
-    f = _kernel(kernels, "matmul 16x32x48 b=bf16:col serial")
+    f = _kernel(kernels, "matmul 1x256x2048 b=bf16:col")
     a, b, _ = f.random_inputs(rng=2)
     want = f(a, b)
+    np.testing.assert_array_equal(f(a, b, parallel=False), want)
     with ThreadPoolExecutor(4) as pool:
-        for got in pool.map(lambda _: f(a, b), range(16)):
+        for got in pool.map(lambda _: f(a, b), range(64)):
             np.testing.assert_array_equal(got, want)
 
 
@@ -232,7 +236,7 @@ def test_second_compile_runs_no_compiler(kernels, pyapi_cache_dir, monkeypatch):
 
 
 def test_fresh_process_reuses_the_cache(kernels, pyapi_cache_dir):
-    spec = "matmul 1x100x17 b=bf16:col"
+    spec = "matmul 7x13x29"  # the same single-kernel extension as the test above: built at most once
     pyapi.compile_kernel(spec)
     code = textwrap.dedent(
         f"""
