@@ -1,0 +1,254 @@
+"""The search: synthesized programs compute their spec exactly, more memory never hurts, determinism,
+the DP equals an exhaustive enumeration on tiny specs, and "no program fits" is a clear error."""
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from functools import cache
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from morello_build.actions import enumerate_actions
+from morello_build.cost import better
+from morello_build.impl import format_tree
+from morello_build.interpret import interpret, reference
+from morello_build.search import NoProgram, Search, synthesize
+from morello_build.spec import DType, MemoryLimits, UserSpec, canonicalize
+from morello_build.target import TARGETS
+
+ISAS = ("scalar", "avx2", "avx512", "avx512_bf16")
+
+
+@cache
+def shared_search(isa: str) -> Search:
+    """One memo per ISA across examples: faster, and it exercises the memo's reuse of stored answers."""
+    return Search(TARGETS[isa])
+
+
+user_specs = st.builds(
+    UserSpec,
+    m=st.integers(1, 8),
+    k=st.integers(1, 8),
+    n=st.integers(1, 8),
+    dtypes=st.tuples(*[st.sampled_from([DType.F32, DType.BF16])] * 3),
+    layouts=st.tuples(*[st.sampled_from(["row", "col"])] * 3),
+    batch=st.integers(1, 2),
+    accum=st.booleans(),
+    serial=st.booleans(),
+)
+
+
+def random_operands(spec, seed):
+    """Small integers: every product and sum is exact in f32 and bf16 (|values| < 256), so the program
+    must match ``A @ B`` exactly; a missed or doubled tile cannot hide inside a tolerance."""
+    rng = np.random.default_rng(seed)
+    op = spec.op
+    return [rng.integers(-3, 4, t.shape) for t in op.operands]
+
+
+def check_computes(impl, seed=0):
+    a, b, c = random_operands(impl.spec, seed)
+    got = interpret(impl, a, b, c)
+    want = reference(impl.spec, a, b, c)
+    assert np.array_equal(got.astype(np.float64), want.astype(np.float64)), format_tree(impl)
+
+
+# -- coverage: every synthesized program computes its spec -----------------------------------------
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(user_specs, st.sampled_from(ISAS), st.integers(0, 2**16))
+def test_synthesized_program_computes_spec(user, isa, seed):
+    target = TARGETS[isa]
+    impl = shared_search(isa).best(user.to_spec(target.limits()))
+    assert impl is not None
+    check_computes(impl, seed)
+
+
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize(
+    "text",
+    [
+        "matmul 1x1x1",
+        "matmul 16x16x16",  # whole registers tiles
+        "matmul 1x64x40 b=bf16:col",  # the flagship GEMV's shape of program, small
+        "matmul 1x48x20 a=bf16 b=bf16:col",  # vdpbf16ps dot loops on avx512_bf16
+        "matmul 9x5x19 c=bf16 accum",  # remainders everywhere, bf16 output rounded
+        "matmul 3x4x5 batch=3 a=f32:col b=bf16 c=f32:col",
+    ],
+)
+def test_known_specs_compute(text, isa):
+    from morello_build.spec import parse_spec
+
+    target = TARGETS[isa]
+    impl = shared_search(isa).best(parse_spec(text).to_spec(target.limits()))
+    check_computes(impl)
+
+
+# -- more memory never makes the optimum worse -------------------------------------------------------
+limits_st = st.builds(
+    MemoryLimits,
+    l1=st.sampled_from([0, 1024, 4096, 8192, 16384, 49152]),
+    vrf=st.sampled_from([0, 64, 256, 1024, 2048]),
+    rf=st.sampled_from([0, 4, 16, 48]),
+)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.builds(UserSpec, m=st.integers(1, 6), k=st.integers(1, 6), n=st.integers(1, 6),
+              dtypes=st.tuples(*[st.sampled_from([DType.F32, DType.BF16])] * 3),
+              layouts=st.tuples(*[st.sampled_from(["row", "col"])] * 3), accum=st.booleans()),
+    st.sampled_from(ISAS),
+    limits_st,
+    st.tuples(st.sampled_from([0, 4096, 16384]), st.sampled_from([0, 64, 512]), st.sampled_from([0, 4, 16])),
+)
+def test_more_memory_never_worse(user, isa, small, extra):
+    target = TARGETS[isa]
+    large = MemoryLimits(small.l1 + extra[0], small.vrf + extra[1], small.rf + extra[2])
+    # Fresh searches: each answer must not depend on what an earlier query left in the memo.
+    lo = Search(target).best(user.to_spec(small))
+    hi = Search(target).best(user.to_spec(large))
+    if lo is None:
+        return
+    assert hi is not None, f"fits in {small} but not in {large}"
+    assert hi.cost <= lo.cost + 1e-9, f"{small}: {lo.cost}, {large}: {hi.cost}"
+    assert all(p <= q for p, q in zip(hi.peaks, large.as_tuple()))
+    assert all(p <= q for p, q in zip(lo.peaks, small.as_tuple()))
+
+
+# -- determinism ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("text", ["matmul 7x9x12 b=bf16:col", "matmul 8x8x8 batch=2 accum"])
+def test_deterministic(text):
+    from morello_build.spec import parse_spec
+
+    target = TARGETS["avx512"]
+    spec = parse_spec(text).to_spec(target.limits())
+    t1 = format_tree(synthesize(spec, target)[0])
+    t2 = format_tree(synthesize(spec, target)[0])
+    assert t1 == t2
+
+
+# -- the DP equals an exhaustive enumeration on tiny specs ---------------------------------------------
+def all_programs(spec, target):
+    """Every program for ``spec``: every action, every combination of every program of its sub-specs.
+    No memo, no pruning, no reuse across limits: the definition the DP must agree with."""
+    for action in enumerate_actions(spec, target):
+        plan = action.plan(spec, target)
+        if plan is None:
+            continue
+        choices = [list(all_programs(sub, target)) for sub in plan.subspecs]
+        if any(not c for c in choices):
+            continue
+        for children in itertools.product(*choices):
+            yield plan.build(tuple(children))
+
+
+def exhaustive_best(spec, target):
+    best = None
+    count = 0
+    for impl in all_programs(spec, target):
+        count += 1
+        if best is None or better(impl, best):
+            best = impl
+    return best, count
+
+
+SMALL = MemoryLimits(l1=4096, vrf=256, rf=16)
+TINY_CASES = [
+    ("matmul 1x1x1", "scalar"),
+    ("matmul 1x2x2", "scalar"),
+    ("matmul 2x2x2", "scalar"),
+    ("matmul 1x4x2", "scalar"),
+    ("matmul 1x1x1 a=bf16 c=bf16", "scalar"),
+    ("matmul 1x2x2 accum", "scalar"),
+    ("matmul 1x1x1", "avx2"),
+    ("matmul 1x2x2", "avx2"),
+    ("matmul 2x1x2 b=bf16:col", "avx2"),
+]
+
+
+@pytest.mark.parametrize("text,isa", TINY_CASES)
+def test_dp_equals_exhaustive(text, isa):
+    from morello_build.spec import parse_spec
+
+    target = dataclasses.replace(TARGETS[isa], cores=2)
+    spec = parse_spec(text).to_spec(SMALL)
+    dp = Search(target).best(spec)
+    ex, count = exhaustive_best(spec, target)
+    assert count > 0 and ex is not None and dp is not None
+    assert dp.cost == pytest.approx(ex.cost, rel=1e-9, abs=1e-9), f"{count} programs\nDP:\n{format_tree(dp)}\nexhaustive:\n{format_tree(ex)}"
+    unpruned = Search(target, prune=False).best(spec)
+    assert unpruned.cost == pytest.approx(dp.cost, rel=1e-9, abs=1e-9)
+    check_computes(dp)
+    check_computes(ex)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.builds(UserSpec, m=st.integers(1, 6), k=st.integers(1, 6), n=st.integers(1, 6),
+              dtypes=st.tuples(*[st.sampled_from([DType.F32, DType.BF16])] * 3),
+              layouts=st.tuples(*[st.sampled_from(["row", "col"])] * 3),
+              batch=st.integers(1, 2), accum=st.booleans()),
+    st.sampled_from(ISAS),
+)
+def test_pruning_never_changes_the_answer(user, isa):
+    target = TARGETS[isa]
+    spec = user.to_spec(target.limits())
+    pruned = Search(target).best(spec)
+    unpruned = Search(target, prune=False).best(spec)
+    assert pruned.cost == pytest.approx(unpruned.cost, rel=1e-9, abs=1e-9)
+    assert format_tree(pruned) == format_tree(unpruned)
+
+
+# -- no program fits ----------------------------------------------------------------------------------
+def test_no_program_fits_gives_clear_error():
+    target = TARGETS["scalar"]
+    spec = UserSpec(2, 2, 2).to_spec(MemoryLimits(0, 0, 0))
+    with pytest.raises(NoProgram) as e:
+        synthesize(spec, target)
+    msg = str(e.value)
+    assert "no program" in msg and "memory limits" in msg and "matmul" in msg
+    assert "\n" not in msg
+
+
+def test_limits_are_respected():
+    target = TARGETS["avx512"]
+    spec = canonicalize(UserSpec(8, 8, 8).to_spec(MemoryLimits(4096, 512, 8)))
+    impl = Search(target).best(spec)
+    assert impl is not None
+    assert all(p <= q for p, q in zip(impl.peaks, spec.limits.as_tuple()))
+    check_computes(impl)
+
+
+# -- the answer must not depend on what the memo already holds -------------------------------------------
+def test_memo_order_does_not_change_the_answer():
+    """Regression: L1 limits rounded down to 4 KiB inside moves made a stored program (found under more
+    L1) better than what a cold search finds under less, so answers depended on the query order (and a
+    shared DB would make headers depend on which kernels were synthesized before)."""
+    target = TARGETS["scalar"]
+    user = UserSpec(1, 2, 1)
+    q, big = MemoryLimits(4096, 0, 48), MemoryLimits(8192, 0, 48)
+    warm = Search(target)
+    warm.best(user.to_spec(big))
+    assert warm.best(user.to_spec(q)).cost == Search(target).best(user.to_spec(q)).cost
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.builds(UserSpec, m=st.integers(1, 5), k=st.integers(1, 5), n=st.integers(1, 5),
+              dtypes=st.tuples(*[st.sampled_from([DType.F32, DType.BF16])] * 3),
+              layouts=st.tuples(*[st.sampled_from(["row", "col"])] * 3), accum=st.booleans()),
+    st.sampled_from(("scalar", "avx2", "avx512")),
+    st.lists(limits_st, min_size=2, max_size=3),
+)
+def test_warm_memo_equals_cold(user, isa, queries):
+    target = TARGETS[isa]
+    warm = Search(target)
+    for limits in queries:
+        w = warm.best(user.to_spec(limits))
+        c = Search(target).best(user.to_spec(limits))
+        assert (w is None) == (c is None)
+        if w is not None:
+            assert w.cost == pytest.approx(c.cost, rel=1e-9, abs=1e-9), limits
