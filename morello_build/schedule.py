@@ -1,0 +1,243 @@
+"""Manual scheduling: pin the outer levels of a program yourself and let the search do the rest.
+
+Each function applies one action (the same rewrites the search uses, ``actions.py``) to a spec and
+returns the Impl node. Its *main child* (the loop body for the main tiles, the body of a move, the
+accumulating body of ``to_accum``) is built by ``body(child_spec)`` when ``body`` is given, and by
+synthesis otherwise; every other child (ragged-end regions of a loop, the load and store of a move, the
+zeroing of ``to_accum``) is synthesized. An action that does not apply raises ``ValueError`` saying why.
+
+Example: a parallel loop over 2 x 32 output tiles, B packed in L1 in panels of 16 (widened from bf16),
+and the rest synthesized::
+
+    from morello_build import schedule as S
+    from morello_build.target import get_target
+
+    t = get_target("avx512")
+    spec = S.to_spec("matmul 4x64x64 b=bf16:col", t)
+    impl = S.tile_out(spec, (2, 32), parallel=True, target=t,
+                      body=lambda s: S.move(s, "b", "L1", layout=S.packed(2, 16), dtype="f32", target=t))
+    print(format_tree(impl))          # morello_build.impl.format_tree
+
+``spec`` may be a ``Spec``, a spec string or a ``UserSpec`` (placed at main memory with the target's
+limits); ``target`` a ``Target`` or an ISA name.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from morello_build.actions import MoveOperand, Select, Tile, ToAccum
+from morello_build.layout import Layout, col_major, interleaved, packed, row_major  # noqa: F401 (re-exported)
+from morello_build.search import NoProgram, Search
+from morello_build.spec import DType, Level, Spec, UserSpec, canonicalize, parse_spec
+from morello_build.target import Target, get_target
+from morello_build.target.kernels import BY_NAME
+
+Builder = Callable[[Spec], object]
+
+__all__ = [
+    "to_spec", "tile_out", "split", "move", "to_accum", "select", "synthesize",
+    "packed", "interleaved", "row_major", "col_major", "clear_cache",
+]
+
+_SEARCHES: dict[Target, Search] = {}
+
+
+def clear_cache() -> None:
+    """Forget the programs synthesized so far (one memo per target is kept between calls)."""
+    _SEARCHES.clear()
+
+
+def _target(target) -> Target:
+    if target is None:
+        raise ValueError("a target is required (a Target or an ISA name such as 'avx512')")
+    return get_target(target) if isinstance(target, str) else target
+
+
+def _search(target: Target) -> Search:
+    s = _SEARCHES.get(target)
+    if s is None:
+        s = _SEARCHES[target] = Search(target)
+    return s
+
+
+def to_spec(spec, target) -> Spec:
+    """A canonical ``Spec`` from a Spec, a spec string or a UserSpec (at GL, with the target's limits)."""
+    if isinstance(spec, str):
+        spec = parse_spec(spec)
+    if isinstance(spec, UserSpec):
+        return spec.to_spec(_target(target).limits())
+    if not isinstance(spec, Spec):
+        raise ValueError(f"expected a Spec, a spec string or a UserSpec, got {type(spec).__name__}")
+    return canonicalize(spec)
+
+
+def _apply(spec: Spec, action, target: Target, what: str, main: int | None, body: Builder | None):
+    """Plan ``action``, build child ``main`` with ``body`` (if given) and synthesize the others."""
+    plan = action.plan(spec, target)
+    if plan is None:
+        raise ValueError(f"{what} does not apply to {spec.describe()}")
+    search = _search(target)
+    children = []
+    for i, sub in enumerate(plan.subspecs):
+        if i == main and body is not None:
+            child = body(sub)
+            if child is None or getattr(child, "spec", None) != sub:
+                got = getattr(getattr(child, "spec", None), "describe", lambda: repr(child))()
+                raise ValueError(f"{what}: body must return a program for {sub.describe()}, got one for {got}")
+        else:
+            child = search.best(sub)
+            if child is None:
+                raise ValueError(f"{what}: no program fits the memory left for {sub.describe()}")
+        children.append(child)
+    return plan.build(tuple(children))
+
+
+def tile_out(spec, shape, *, parallel: bool = False, body: Builder | None = None, target=None):
+    """Loop over tiles of the output: ``shape`` is the output tile, (rows, cols) or (batch, rows, cols)
+    (for a move or zero spec, its 3-D tile). Sizes need not divide the output: ragged ends become
+    remainder regions, which are synthesized. ``parallel`` spreads the tiles over the cores."""
+    target = _target(target)
+    spec = to_spec(spec, target)
+    op = spec.op
+    out_dims = op.operand_iter_dims[op.outputs[0]]
+    shape = tuple(int(s) for s in shape)
+    if len(shape) == 2:
+        shape = (op.operands[op.outputs[0]].shape[0],) + shape
+    if len(shape) != 3:
+        raise ValueError(f"tile_out: expected an output tile of 2 or 3 sizes, got {shape}")
+    out_shape = op.operands[op.outputs[0]].shape
+    if any(s < 1 for s in shape) or any(s > f for s, f in zip(shape, out_shape)):
+        raise ValueError(f"tile_out: tile {shape} must be between 1 and the output shape {out_shape}")
+    tile = list(op.iter_shape)
+    for d, s in zip(out_dims, shape):
+        tile[d] = s
+    if tuple(tile) == tuple(op.iter_shape):
+        raise ValueError(f"tile_out: tile {shape} is the whole output of {spec.describe()}: nothing to loop over")
+    if parallel and op.serial:
+        raise ValueError(f"tile_out: parallel loop in a serial spec {spec.describe()}")
+    what = f"tile_out {'x'.join(map(str, shape))}{' parallel' if parallel else ''}"
+    if not Tile(tuple(tile), parallel).plan(spec, target):
+        why = "it would cut a packed or interleaved strip" if not parallel else \
+            "a parallel loop needs at least 2 tiles and may not cut a packed or interleaved strip"
+        raise ValueError(f"{what} does not apply to {spec.describe()}: {why}")
+    return _apply(spec, Tile(tuple(tile), parallel), target, what, 0, body)
+
+
+def split(spec, k: int, *, body: Builder | None = None, target=None):
+    """Loop over slices of ``k`` along the reduction dim (accumulating matmul specs only)."""
+    target = _target(target)
+    spec = to_spec(spec, target)
+    op = spec.op
+    if op.kind != "matmul":
+        raise ValueError(f"split: only matmul specs have a reduction dim, not {spec.describe()}")
+    if not op.accum:
+        raise ValueError(f"split: {spec.describe()} does not accumulate; apply to_accum first")
+    full = op.iter_shape
+    if not 1 <= k < full[2]:
+        raise ValueError(f"split: k={k} must be between 1 and {full[2] - 1} (K is {full[2]})")
+    tile = (full[0], full[1], int(k), full[3])
+    return _apply(spec, Tile(tile), target, f"split k by {k}", 0, body)
+
+
+_LEVELS = {lv.name.lower(): lv for lv in Level}
+_DTYPES = {d.value: d for d in DType}
+
+
+def move(spec, operand, level, layout=None, dtype=None, *, body: Builder | None = None, target=None):
+    """Give ``operand`` ('a', 'b', 'c'; 'src'/'dst' of a move) a new buffer at ``level`` ('L1', 'VRF',
+    'RF' or a Level) with ``layout`` (a Layout, 'row' or 'col'; None keeps it: at L1 that is a cache view
+    with no copy) and ``dtype`` ('f32'/'bf16' or a DType; registers always hold f32). Outputs are stored
+    back after the body."""
+    target = _target(target)
+    spec = to_spec(spec, target)
+    op = spec.op
+    names = op.operand_names
+    if isinstance(operand, str):
+        if operand not in names:
+            raise ValueError(f"move: unknown operand '{operand}' of {op.kind} (accepted: {', '.join(names)})")
+        i = names.index(operand)
+    else:
+        i = int(operand)
+        if not 0 <= i < len(names):
+            raise ValueError(f"move: operand index {i} out of range for {op.kind}")
+    if isinstance(level, str):
+        if level.lower() not in _LEVELS:
+            raise ValueError(f"move: unknown level '{level}' (accepted: {', '.join(lv.name for lv in Level)})")
+        level = _LEVELS[level.lower()]
+    level = Level(level)
+    if isinstance(layout, str):
+        named = {"row": row_major(), "col": col_major()}
+        if layout not in named:
+            raise ValueError(f"move: unknown layout '{layout}' (accepted: row, col, or a Layout)")
+        layout = named[layout]
+    if isinstance(dtype, str):
+        if dtype not in _DTYPES:
+            raise ValueError(f"move: unknown dtype '{dtype}' (accepted: {', '.join(_DTYPES)})")
+        dtype = _DTYPES[dtype]
+    t = op.operands[i]
+    what = f"move {names[i]} -> {level.name}"
+    if t.level >= level and not (t.level == Level.L1 == level and layout is not None):
+        raise ValueError(f"{what}: operand {names[i]} is already at {t.level.name}; moves go to faster levels")
+    if level == Level.GL:
+        raise ValueError(f"{what}: cannot move to main memory")
+    if level == Level.VRF and target.lanes == 0:
+        raise ValueError(f"{what}: target {target.isa} has no vector registers")
+    action = MoveOperand(i, level, layout, dtype)
+    if action.plan(spec, target) is None:
+        buf = action.buffer(t, target)
+        nbytes = action.buffer_bytes(buf, target)
+        left = spec.limits.get(level)
+        if left is not None and nbytes > left:
+            why = f"the buffer needs {nbytes} bytes, {left} left at {level.name}"
+        else:
+            why = "the copy would change nothing (same layout and dtype)"
+        raise ValueError(f"{what} does not apply to {spec.describe()}: {why}")
+    is_output = i in op.outputs
+    main = 1 if (not is_output or op.accum) and not _is_view(action, t, target) else 0
+    return _apply(spec, action, target, what, main, body)
+
+
+def _is_view(action: MoveOperand, t, target) -> bool:
+    buf = action.buffer(t, target)
+    return buf.layout == t.layout and buf.dtype == t.dtype and buf.level == Level.L1 and t.level == Level.GL
+
+
+def to_accum(spec, *, body: Builder | None = None, target=None):
+    """``C = A·B`` becomes ``C = 0; C += A·B``; ``body`` builds the accumulating matmul."""
+    target = _target(target)
+    spec = to_spec(spec, target)
+    if spec.op.kind != "matmul":
+        raise ValueError(f"to_accum: only matmul specs, not {spec.describe()}")
+    if spec.op.accum:
+        raise ValueError(f"to_accum: {spec.describe()} already accumulates")
+    return _apply(spec, ToAccum(), target, "to_accum", 1, body)
+
+
+def select(spec, kernel_name: str, target=None):
+    """Implement ``spec`` with the catalog microkernel ``kernel_name`` (see target/kernels.py)."""
+    target = _target(target)
+    spec = to_spec(spec, target)
+    k = BY_NAME.get(kernel_name)
+    if k is None:
+        raise ValueError(f"select: unknown kernel '{kernel_name}' (accepted: {', '.join(BY_NAME)})")
+    if k.kind != spec.op.kind:
+        raise ValueError(f"select: {kernel_name} implements a {k.kind}, not {spec.describe()}")
+    missing = k.features - target.features
+    if missing:
+        raise ValueError(f"select: {kernel_name} needs {', '.join(sorted(missing))}, which {target.isa} lacks")
+    return _apply(spec, Select(kernel_name), target, f"select {kernel_name}", None, None) if k.applies(
+        spec.op, target) else _not_applicable(kernel_name, k, spec)
+
+
+def _not_applicable(name, k, spec):
+    raise ValueError(f"select: {name} ({k.doc}) does not apply to {spec.describe()}")
+
+
+def synthesize(spec, target=None):
+    """The best program for ``spec`` (the search); raises NoProgram if none fits its limits."""
+    target = _target(target)
+    spec = to_spec(spec, target)
+    impl = _search(target).best(spec)
+    if impl is None:
+        raise NoProgram(f"no program implements '{spec.describe()}' within its memory limits")
+    return impl
