@@ -64,7 +64,7 @@ def cmake_query() -> str:
         "package_dir": pkg.as_posix(),
         "cmake_dir": Path(package_cmake_dir()).as_posix(),
         "version": __version__,
-        "isas": ";".join(ISAS),
+        "isas": ",".join(ISAS),
         "executable": Path(sys.executable).as_posix(),
     }
     return "".join(f"{k}={v}\n" for k, v in lines.items())

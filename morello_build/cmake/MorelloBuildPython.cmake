@@ -2,11 +2,17 @@
 # Shared by both configs: <prefix>/share/cmake/MorelloBuild/ (installed from the wheel's data dir) and
 # the package's own morello_build/cmake/. No include guard: the function is redefined identically.
 #
-# _morello_build_locate(<prefix> <expected cmake dir>)   (either may be "")
-#   Tries, in order: the cache variable MorelloBuild_PYTHON if set (and nothing else), else
-#   <prefix>/bin/python3, <prefix>/bin/python, <prefix>/python.exe, <prefix>/Scripts/python.exe,
-#   $VIRTUAL_ENV, $CONDA_PREFIX, then python3 and python on PATH. A candidate is accepted when
-#   `python -m morello_build.cmake_dir` succeeds (and, given an expected dir, reports that directory).
+# The data-dir copy is frozen at install time (also for editable installs, whose package files keep
+# changing), so the interface between the two configs is kept minimal and stable: the data-dir config
+# only finds an interpreter and the package's cmake dir, sets _MorelloBuild_PYTHON_HINT and includes
+# <cmake dir>/MorelloBuildConfig.cmake, which queries the interpreter again with its own code.
+#
+# _morello_build_locate(<prefix> <expected cmake dir> [<preferred python>])   (either dir may be "")
+#   Tries, in order: the cache variable MorelloBuild_PYTHON if set (and nothing else), else the
+#   preferred python, <prefix>/bin/python3, <prefix>/bin/python, <prefix>/python.exe,
+#   <prefix>/Scripts/python.exe, $VIRTUAL_ENV, $CONDA_PREFIX, then python3 and python on PATH. A
+#   candidate is accepted when `python -m morello_build.cmake_dir` succeeds (and, given an expected
+#   dir, reports that directory).
 #   Sets in the caller: _MorelloBuild_located (TRUE/FALSE), _MorelloBuild_error (why not),
 #   _MorelloBuild_python, _MorelloBuild_package_dir, _MorelloBuild_cmake_dir, _MorelloBuild_version,
 #   _MorelloBuild_isas.
@@ -19,6 +25,9 @@ function(_morello_build_locate _mbl_PREFIX _mbl_EXPECT_CMAKE_DIR)
     set(_explicit TRUE)
     list(APPEND _candidates "${MorelloBuild_PYTHON}")
   else()
+    if(ARGC GREATER 2 AND NOT "${ARGV2}" STREQUAL "")
+      list(APPEND _candidates "${ARGV2}")
+    endif()
     foreach(_root IN ITEMS "${_mbl_PREFIX}" "$ENV{VIRTUAL_ENV}" "$ENV{CONDA_PREFIX}")
       if(_root)
         foreach(_rel IN ITEMS bin/python3 bin/python python.exe Scripts/python.exe)
@@ -83,6 +92,7 @@ function(_morello_build_locate _mbl_PREFIX _mbl_EXPECT_CMAKE_DIR)
     set(_MorelloBuild_package_dir "${_info_package_dir}" PARENT_SCOPE)
     set(_MorelloBuild_cmake_dir "${_info_cmake_dir}" PARENT_SCOPE)
     set(_MorelloBuild_version "${_info_version}" PARENT_SCOPE)
+    string(REPLACE "," ";" _info_isas "${_info_isas}")
     set(_MorelloBuild_isas "${_info_isas}" PARENT_SCOPE)
     return()
   endforeach()
