@@ -198,6 +198,39 @@ def test_several_processes_share_one_db(tmp_path):
         assert db.program_signature(impl) == expected[spec]
 
 
+def test_a_killed_writer_leaves_a_usable_db(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    path = str(tmp_path / "k.db")
+    child = (
+        "import sys; from tests.test_db import _synth\n"
+        "_synth(sys.argv[1], 'matmul 64x64x64', flush_every=20)\n"
+    )
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    proc = subprocess.Popen([sys.executable, "-c", child, path], cwd=root)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and proc.poll() is None:  # kill it once it has committed results
+        if os.path.exists(path):
+            try:
+                with sqlite3.connect(path, timeout=5) as conn:
+                    if conn.execute("SELECT count(*) FROM rects").fetchone()[0] > 100:
+                        break
+            except sqlite3.OperationalError:
+                pass
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    impl, store = _synth(path, SPECS[0])
+    assert db.program_signature(impl) == db.program_signature(_fresh(SPECS[0]))
+    ok, report = db.verify(path, get_target(ISA), sample=5)
+    assert ok, report
+
+
 # -- damaged files and other versions -----------------------------------------------------------------
 def _assert_clear_error(path, excinfo):
     msg = str(excinfo.value)

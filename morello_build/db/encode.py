@@ -20,7 +20,7 @@ from __future__ import annotations
 from functools import lru_cache
 from math import prod
 
-from morello_build.actions import L1_GRANULE, MoveOperand, Select, Tile, ToAccum
+from morello_build.actions import MoveOperand, Select, Tile, ToAccum
 from morello_build.impl import Accum, Kernel, Loop, MoveImpl
 from morello_build.layout import Digit, Layout
 from morello_build.spec import DType, Level, Matmul, Move, TensorSpec, Zero
@@ -172,32 +172,12 @@ def action_from_text(text: str, op):
 
 
 # -- the limits a program needs ----------------------------------------------------------------------
-def _ceil_granule(x: int) -> int:
-    return -(-x // L1_GRANULE) * L1_GRANULE
+def required_limits(impl, target=None, memo=None) -> tuple[int, int, int]:
+    """The smallest (L1, VRF, RF) limits under which ``impl`` is rebuilt as it is: its peaks.
 
-
-def required_limits(impl, target, memo: dict) -> tuple[int, int, int]:
-    """The smallest (L1, VRF, RF) limits under which ``impl`` can be rebuilt as it is.
-
-    This is the peak memory, except that every move rounds the L1 left to its body down to whole
-    ``L1_GRANULE``s (actions.round_limits): a body needing ``r`` bytes of L1 needs ``ceil_granule(r)``
-    from its parent. ``memo`` maps id(node) -> (node, limits) to share work between calls.
+    Sound because every action passes its body the limits minus its own buffer, unrounded (see
+    MoveOperand.plan), so feasibility depends on peaks alone; the round-trip property test
+    (tests/test_db.py) compares DB answers with fresh synthesis at random points of every box and would
+    catch an action that starts rounding again.
     """
-    hit = memo.get(id(impl))
-    if hit is not None and hit[0] is impl:
-        return hit[1]
-    kids = [required_limits(c, target, memo) for c in impl.children]
-    need = tuple(max((k[i] for k in kids), default=0) for i in range(3))
-    if isinstance(impl, MoveImpl):
-        nbytes = MoveOperand(0, Level.L1).buffer_bytes(impl.buffer, target)
-        l1, vrf, rf = _ceil_granule(need[0]), need[1], need[2]
-        level = impl.buffer.level
-        if level == Level.L1:
-            l1 += nbytes
-        elif level == Level.VRF:
-            vrf += nbytes
-        elif level == Level.RF:
-            rf += nbytes
-        need = (l1, vrf, rf)
-    memo[id(impl)] = (impl, need)
-    return need
+    return (0, 0, 0) if impl is None else tuple(impl.peaks)
