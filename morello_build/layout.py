@@ -26,7 +26,8 @@ class Digit:
         return whole if self.mod is None else min(self.mod, whole)
 
     def c_expr(self, index: str) -> str:
-        e = index if self.div == 1 else f"(({index}) / {self.div})"
+        simple = index.isidentifier() or index.isdigit()
+        e = (index if simple else f"({index})") if self.div == 1 else f"(({index}) / {self.div})"
         return e if self.mod is None else f"(({e}) % {self.mod})"
 
 
