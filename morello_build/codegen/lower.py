@@ -218,7 +218,7 @@ class Lowerer:
                 offs = dict(offsets)
                 for d, q, t in mains:
                     v = self.fresh("i")
-                    self.open(f"for (int {v} = 0; {v} < {q}; ++{v}) {{")
+                    self.open(f"for (ix {v} = 0; {v} < {q}; ++{v}) {{")
                     opened += 1
                     offs[d] = Affine.var(v, t)
                 self.walk(region.body, self.sub_bindings(op, binds, offs))
@@ -264,7 +264,7 @@ class Lowerer:
             for d, q, t in reversed(mains):
                 v = self.fresh("i")
                 div = f"({local}) / {stride}" if stride > 1 else f"({local})"
-                self.emit(f"const int {v} = int({div} % {q});")
+                self.emit(f"const ix {v} = ix({div} % {q});")
                 offsets[d] = Affine.var(v, t)
                 stride *= q
             self.walk(region.body, self.sub_bindings(op, binds, offsets))
@@ -307,7 +307,7 @@ class Lowerer:
         for d in order:
             if shape[d] > 1:
                 v = self.fresh("x")
-                self.open(f"for (int {v} = 0; {v} < {shape[d]}; ++{v}) {{")
+                self.open(f"for (ix {v} = 0; {v} < {shape[d]}; ++{v}) {{")
                 coords[d] = Affine.var(v)
                 opened += 1
         return coords, opened
@@ -411,7 +411,10 @@ class Lowerer:
             self.emit("{ " + " ".join(stmts) + " }")
 
     # -- dot products ------------------------------------------------------------------------------
-    def _dot_setup(self, node, binds, kind: str):
+    # C (1x1xn, scalar registers) += A (1xK) . B (Kxn, columns contiguous along K). Each column keeps
+    # ``u`` vector accumulators (chunk j of K goes to accumulator j % u) so that few columns still have
+    # enough independent FMA chains; they are added pairwise in a fixed order, then summed horizontally.
+    def _dot_setup(self, node, binds, kind: str, chains: int):
         a, b, c = binds
         _, _, k, n = node.spec.op.iter_shape
         if c.level != Level.RF:
@@ -421,62 +424,81 @@ class Lowerer:
                 raise CodegenError("dot kernel: a B column is not contiguous along K")
         if kind != "widen" and k > 1 and self.step(a, (0, 0, 0), (0, 0, 1)) != 1:
             raise CodegenError("dot kernel: A is not contiguous along K")
+        step = self.W if kind == "f32" else 2 * self.W
+        full = k // step
+        u = max(1, min(4, chains // n, full))
         self.open("{")
-        self.emit(f"// {node.name}: {n} column(s), K = {k}")
-        accs = [self.fresh("acc") for _ in range(n)]
-        self.emit(f"{self.info.vtype} " + ", ".join(f"{x} = {self.v}::zero()" for x in accs) + ";")
+        self.emit(f"// {node.name}: {n} column(s), K = {k}, {u} accumulator(s) per column")
+        accs = [[self.fresh("acc") for _ in range(u)] for _ in range(n)]
+        flat = [x for col in accs for x in col]
+        self.emit(f"{self.info.vtype} " + ", ".join(f"{x} = {self.v}::zero()" for x in flat) + ";")
         ap = self.fresh("ap")
         self.emit(f"const {a.dtype.ctype}* {ap} = {self.ptr(a, (0, 0, 0))};")
         bps = [self.fresh("bp") for _ in range(n)]
         for j, bp in enumerate(bps):
             self.emit(f"const {b.dtype.ctype}* {bp} = {self.ptr(b, (0, 0, j))};")
-        return a, b, c, k, n, accs, ap, bps
+        return a, b, c, k, n, accs, ap, bps, u
+
+    def _chunks(self, full: int, u: int, body) -> None:
+        """Call body(chunk expression, accumulator index) for chunks 0..full-1, u per loop trip."""
+        trips = full // u
+        if trips == 1:
+            for j in range(u):
+                body(str(j), j)
+        elif trips > 1:
+            ch = self.fresh("ch")
+            self.open(f"for (ix {ch} = 0; {ch} < {trips * u}; {ch} += {u}) {{")
+            for j in range(u):
+                body(f"({ch} + {j})" if j else ch, j)
+            self.close()
+        for j in range(full - trips * u):
+            body(str(trips * u + j), j)
 
     def _dot_finish(self, c, accs) -> None:
-        for j, acc in enumerate(accs):
-            self.emit(f"{self.elem(c, (0, 0, j))} += {self.v}::hsum({acc});")
+        for j, col in enumerate(accs):
+            terms = list(col)
+            while len(terms) > 1:  # pairwise, fixed order
+                terms = [f"{self.v}::add({x}, {y})" if y else x
+                         for x, y in itertools.zip_longest(terms[0::2], terms[1::2])]
+            self.emit(f"{self.elem(c, (0, 0, j))} += {self.v}::hsum({terms[0]});")
         self.close()
 
     def k_dot_f32(self, node, binds) -> None:
-        a, b, c, k, n, accs, ap, bps = self._dot_setup(node, binds, "f32")
+        a, b, c, k, n, accs, ap, bps, u = self._dot_setup(node, binds, "f32", chains=8)
         W = self.W
         full, tail = divmod(k, W)
 
-        def body(off: str, cnt: int):
+        def body(chunk: str, j: int, cnt: int = W):
+            off = f"{chunk} * {W}"
             av = self.fresh("av")
             self.emit(f"const {self.info.vtype} {av} = {self.v}::load_f32({ap} + {off}, {cnt});")
-            for acc, bp in zip(accs, bps):
+            for col, bp in zip(accs, bps):
+                acc = col[j]
                 self.emit(f"{acc} = {self.v}::fma({av}, {self.v}::load_f32({bp} + {off}, {cnt}), {acc});")
 
-        if full:
-            kk = self.fresh("k")
-            self.open(f"for (int {kk} = 0; {kk} < {full * W}; {kk} += {W}) {{")
-            body(kk, W)
-            self.close()
+        self._chunks(full, u, body)
         if tail:
-            body(str(full * W), tail)
+            body(str(full), 0, tail)
         self._dot_finish(c, accs)
 
     def k_dot_bf16_dp(self, node, binds) -> None:
-        a, b, c, k, n, accs, ap, bps = self._dot_setup(node, binds, "dp")
+        a, b, c, k, n, accs, ap, bps, u = self._dot_setup(node, binds, "dp", chains=8)
         step = 2 * self.W
         full, tail = divmod(k, step)
 
-        def body(off: str, cnt: int):
-            for acc, bp in zip(accs, bps):
+        def body(chunk: str, j: int, cnt: int = step):
+            off = f"{chunk} * {step}"
+            for col, bp in zip(accs, bps):
+                acc = col[j]
                 self.emit(f"{acc} = {self.v}::dp_bf16({acc}, {ap} + {off}, {bp} + {off}, {cnt});")
 
-        if full:
-            kk = self.fresh("k")
-            self.open(f"for (int {kk} = 0; {kk} < {full * step}; {kk} += {step}) {{")
-            body(kk, step)
-            self.close()
+        self._chunks(full, u, body)
         if tail:
-            body(str(full * step), tail)
+            body(str(full), 0, tail)
         self._dot_finish(c, accs)
 
     def k_dot_bf16_widen(self, node, binds) -> None:
-        a, b, c, k, n, accs, ap, bps = self._dot_setup(node, binds, "widen")
+        a, b, c, k, n, accs, ap, bps, u = self._dot_setup(node, binds, "widen", chains=4)
         W = self.W
         step = 2 * W
         full, tail = divmod(k, step)
@@ -496,13 +518,14 @@ class Lowerer:
                     raise CodegenError("dot_bf16_widen: A odds are not contiguous")
             return ev, od
 
-        def body(aoff: str, boff: str, odd_delta: int, cnt: int):
+        def emit_strip(aoff: str, boff: str, odd_delta: int, cnt: int, j: int):
             ae, ao = self.fresh("ae"), self.fresh("ao")
             ne, no = (cnt + 1) // 2, cnt // 2
             self.emit(f"const {self.info.vtype} {ae} = {self.v}::load_f32({ap} + {aoff}, {ne});")
             if no:
                 self.emit(f"const {self.info.vtype} {ao} = {self.v}::load_f32({ap} + {aoff} + {odd_delta}, {no});")
-            for acc, bp in zip(accs, bps):
+            for col, bp in zip(accs, bps):
+                acc = col[j]
                 be, bo = self.fresh("be"), self.fresh("bo")
                 self.emit(f"{self.info.vtype} {be}, {bo}; {self.v}::load_bf16_pairs({bp} + {boff}, {cnt}, {be}, {bo});")
                 self.emit(f"{acc} = {self.v}::fma({ae}, {be}, {acc});")
@@ -511,17 +534,17 @@ class Lowerer:
 
         if full:
             ev0, od0 = strip_layout(0, step)
-            if full > 1:
-                sstride, _ = strip_layout(step, step)
-            else:
-                sstride = step
-            s = self.fresh("s")
-            self.open(f"for (int {s} = 0; {s} < {full}; ++{s}) {{")
-            body(f"{s} * {sstride}" if sstride != 1 else s, f"{s} * {step}", od0 - ev0, step)
-            self.close()
+            sstride = strip_layout(step, step)[0] if full > 1 else step
+            if ev0 != 0:
+                raise CodegenError("dot_bf16_widen: A does not start its first strip")
+
+            def body(chunk: str, j: int):
+                emit_strip(f"{chunk} * {sstride}", f"{chunk} * {step}", od0, step, j)
+
+            self._chunks(full, u, body)
         if tail:
             ev, od = strip_layout(full * step, tail)
-            body(str(ev), str(full * step), od - ev, tail)
+            emit_strip(str(ev), str(full * step), od - ev, tail, 0)
         self._dot_finish(c, accs)
 
 
