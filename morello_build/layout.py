@@ -131,7 +131,7 @@ class Layout:
 
     def cache_lines(self, tile: tuple[int, ...], contig: int, elem_bytes: int) -> int:
         """Estimated cache lines a tile touches: runs times lines per run (alignment ignored)."""
-        elems = prod(tile)
+        elems = self.buffer_elements(tile)  # padded strips: a partial last strip is still one run
         run = self.contiguous_run(tile, contig)
         runs = ceil(elems / run)
         return runs * ceil(run * elem_bytes / LINE_BYTES)
