@@ -1,0 +1,123 @@
+"""Configure-time errors of morello_add_kernel(): every bad argument fails `cmake` with a message naming
+morello_add_kernel, the target and the bad token. Also the find_package() failure modes.
+
+Runs the package's own CMake config (the package directory this test imports, so it works from a
+source checkout, an editable install or a wheel) with MorelloBuild_PYTHON set to this interpreter:
+no install needed, LANGUAGES NONE, about 0.5 s per case.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from morello_build.cmake_dir import package_cmake_dir
+
+pytestmark = pytest.mark.skipif(shutil.which("cmake") is None, reason="cmake not installed")
+
+GOOD = '"matmul 4x8x16"'
+
+CASES = {
+    # id: (the call(s), substrings the error must contain)
+    "unknown_keyword": (f"morello_add_kernel(k SPEC {GOOD} FOO)", ["morello_add_kernel(k)", "unknown argument 'FOO'",
+                                                                    "NAMESPACE, ISA, DB, EXPORT; quote the spec"]),
+    "lowercase_keyword": (f"morello_add_kernel(k SPEC {GOOD} test)", ["morello_add_kernel(k)", "unknown argument 'test'"]),
+    "unquoted_spec": ("morello_add_kernel(k SPEC matmul 4x8x16)", ["morello_add_kernel(k)", "unknown argument '4x8x16'",
+                                                                   "quote the spec"]),
+    "missing_spec": ("morello_add_kernel(k NAME fn TEST)", ["morello_add_kernel(k)", "missing SPEC"]),
+    "spec_without_value": ("morello_add_kernel(k TEST SPEC)", ["morello_add_kernel(k)", "SPEC needs a value"]),
+    "empty_spec": ('morello_add_kernel(k SPEC " ")', ["morello_add_kernel(k)", "SPEC is empty"]),
+    "spec_twice": (f"morello_add_kernel(k SPEC {GOOD} SPEC {GOOD})", ["morello_add_kernel(k)", "SPEC given more than once"]),
+    "bad_shape": ('morello_add_kernel(k SPEC "matmul 4x8")', ["morello_add_kernel(k)", "bad SPEC", "'4x8'"]),
+    "bad_dtype": ('morello_add_kernel(k SPEC "matmul 4x8x16 b=bf17")', ["morello_add_kernel(k)", "bad SPEC", "bf17"]),
+    "bad_layout": ('morello_add_kernel(k SPEC "matmul 4x8x16 a=f32:diag")', ["morello_add_kernel(k)", "diag"]),
+    "bad_token": ('morello_add_kernel(k SPEC "matmul 4x8x16 fast")', ["morello_add_kernel(k)", "bad SPEC", "fast"]),
+    "bad_op": ('morello_add_kernel(k SPEC "conv 4x8x16")', ["morello_add_kernel(k)", "bad SPEC", "conv"]),
+    "bad_isa": (f"morello_add_kernel(k SPEC {GOOD} ISA avx9)", ["morello_add_kernel(k)", "bad ISA 'avx9'",
+                                                                "native|"]),
+    "isa_without_value": (f"morello_add_kernel(k SPEC {GOOD} ISA)", ["morello_add_kernel(k)", "ISA needs a value"]),
+    "bad_name": (f"morello_add_kernel(k SPEC {GOOD} NAME 1fn)", ["morello_add_kernel(k)", "bad NAME '1fn'"]),
+    "keyword_name": (f"morello_add_kernel(k SPEC {GOOD} NAME class)", ["morello_add_kernel(k)", "bad NAME 'class'"]),
+    "bad_namespace": (f"morello_add_kernel(k SPEC {GOOD} NAMESPACE a::2b)", ["morello_add_kernel(k)",
+                                                                             "bad NAMESPACE 'a::2b'"]),
+    "no_target": ("morello_add_kernel()", ["morello_add_kernel", "missing target name"]),
+    "keyword_as_target": (f"morello_add_kernel(SPEC {GOOD})", ["morello_add_kernel", "missing target name before 'SPEC'"]),
+    "bad_target_name": (f"morello_add_kernel(a/b SPEC {GOOD})", ["morello_add_kernel(a/b)", "bad target name 'a/b'"]),
+    "existing_target": (f"add_custom_target(k)\nmorello_add_kernel(k SPEC {GOOD})",
+                        ["morello_add_kernel(k)", "a target named 'k' already exists"]),
+    "helper_name_taken": (f"add_custom_target(k_test)\nmorello_add_kernel(k SPEC {GOOD} TEST)",
+                          ["morello_add_kernel(k)", "'k_test' is already taken"]),
+}
+
+
+def configure(tmp_path: Path, body: str, *args: str) -> subprocess.CompletedProcess:
+    src = tmp_path / "src"
+    src.mkdir(exist_ok=True)
+    (src / "CMakeLists.txt").write_text(
+        "cmake_minimum_required(VERSION 3.23)\nproject(bad LANGUAGES NONE)\n"
+        "find_package(MorelloBuild CONFIG REQUIRED)\n" + body + "\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("CMAKE_GENERATOR", "MorelloBuild_DIR")}
+    cmd = ["cmake", "-S", str(src), "-B", str(tmp_path / "build"), f"-DMorelloBuild_DIR={package_cmake_dir()}",
+           f"-DMorelloBuild_PYTHON={sys.executable}", *args]
+    return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=tmp_path,
+                          timeout=120)
+
+
+def one_line(text: str) -> str:
+    """CMake wraps long messages: join them back (whitespace-insensitive matching)."""
+    return " ".join(text.split())
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_bad_arguments_fail_configure(tmp_path, case):
+    body, expected = CASES[case]
+    p = configure(tmp_path, body)
+    assert p.returncode != 0, p.stdout
+    out = one_line(p.stdout)
+    assert "CMake Error" in out
+    for text in expected:
+        assert one_line(text) in out, p.stdout
+    assert "Generating done" not in out
+
+
+@pytest.mark.parametrize("package,call,expected", [
+    ("benchmark", f"morello_add_kernel(k SPEC {GOOD} BENCHMARK)", "BENCHMARK needs Google Benchmark"),
+    ("hwy", f"morello_add_kernel(k SPEC {GOOD} ISA highway)", "ISA highway needs Google Highway"),
+])
+def test_missing_dependency_fails_configure(tmp_path, package, call, expected):
+    p = configure(tmp_path, "enable_language(CXX)\n" + call, f"-DCMAKE_DISABLE_FIND_PACKAGE_{package}=ON")
+    assert p.returncode != 0
+    assert f"morello_add_kernel(k): {expected}" in one_line(p.stdout), p.stdout
+
+
+def test_good_arguments_configure(tmp_path):
+    """The control: every keyword used correctly configures (no language: no TEST/BENCHMARK targets)."""
+    body = (f'morello_add_kernel(k-1.x SPEC "matmul 2x4x8 b=bf16:col accum" NAME fn NAMESPACE a::b ISA scalar '
+            f'DB none EXPORT Set NO_INSTALL)\n'
+            'get_target_property(n k-1.x MORELLO_NAME)\nmessage(STATUS "name=${n}")\n'
+            f"morello_add_kernel(class SPEC {GOOD})\n"
+            'get_target_property(n class MORELLO_NAME)\nmessage(STATUS "default name=${n}")\n')
+    p = configure(tmp_path, "enable_language(CXX)\n" + body)
+    assert p.returncode == 0, p.stdout
+    assert "-- name=fn" in p.stdout and "-- default name=class_kernel" in p.stdout, p.stdout
+
+
+def test_bad_python_override_fails_find_package(tmp_path):
+    p = configure(tmp_path, "", "-DMorelloBuild_PYTHON=/nonexistent/python3")
+    assert p.returncode != 0
+    out = one_line(p.stdout)
+    assert "MorelloBuild_PYTHON=/nonexistent/python3 does not work" in out, p.stdout
+
+
+def test_version_check(tmp_path):
+    import morello_build
+
+    major, minor = morello_build.__version__.split(".")[:2]
+    ok = configure(tmp_path, f"find_package(MorelloBuild {major}.{minor} CONFIG REQUIRED)")
+    assert ok.returncode == 0, ok.stdout
+    too_new = configure(tmp_path, f"find_package(MorelloBuild {int(major) + 1}.0 CONFIG REQUIRED)")
+    assert too_new.returncode != 0 and "version" in too_new.stdout.lower(), too_new.stdout
