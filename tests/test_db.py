@@ -21,6 +21,20 @@ ISA = "avx2"  # small register file: quick searches that still use every action
 SPECS = ["matmul 4x8x8", "matmul 3x5x6 b=bf16:col", "matmul 2x4x16 serial"]
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _pinned_namespace():
+    """Edits of the synthesizer's sources by others during the run must not switch namespaces."""
+    from morello_build.db.store import code_fingerprint
+
+    old = os.environ.get("_MORELLO_DB_FINGERPRINT")
+    os.environ["_MORELLO_DB_FINGERPRINT"] = code_fingerprint()
+    yield
+    if old is None:
+        del os.environ["_MORELLO_DB_FINGERPRINT"]
+    else:
+        os.environ["_MORELLO_DB_FINGERPRINT"] = old
+
+
 def _synth(path, spec, isa=ISA, **kw):
     target = get_target(isa)
     store = Store(path, target, **kw)
@@ -285,6 +299,10 @@ def test_other_version_results_are_not_used(tmp_path, monkeypatch):
     assert "other namespaces" in db.stats(path, get_target(ISA))
     _, store = _synth(path, SPECS[0], isa="avx512")  # another target: its own namespace too
     assert store.hits == 0
+    with monkeypatch.context() as m:  # an edited synthesizer (same version): its own namespace too
+        m.setenv("_MORELLO_DB_FINGERPRINT", "edited")
+        _, store = _synth(path, SPECS[0])
+        assert store.hits == 0
     assert "removed" in db.prune(path, get_target(ISA))
     _, store = _synth(path, SPECS[0])
     assert store.top_hit
