@@ -242,13 +242,17 @@ def test_fresh_process_reuses_the_cache(kernels, pyapi_cache_dir):
         f"""
         from morello_build import pyapi
         f = pyapi.compile_kernel({spec!r})
-        print(pyapi.stats["compile"], pyapi.stats["link"], pyapi.stats["synthesized"])
+        print(pyapi.stats["compile"], pyapi.stats["link"], pyapi.stats["synthesized"],
+              pyapi._generator_fingerprint())
         """
     )
     env = dict(os.environ, MORELLO_CACHE_DIR=str(pyapi_cache_dir))
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == ["0", "0", "0"]  # no compile, no link, no search
+    *counts, fingerprint = out.stdout.split()
+    if fingerprint != pyapi._generator_fingerprint():
+        pytest.skip("the synthesizer's files changed while the tests ran (cached headers are per version)")
+    assert counts == ["0", "0", "0"], f"compile, link, synthesized in the fresh process: {counts}"
 
 
 def test_concurrent_builds_are_safe(kernels, pyapi_cache_dir, tmp_path):
