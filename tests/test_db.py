@@ -181,6 +181,7 @@ def test_paths(monkeypatch, tmp_path):
     assert db.resolve_path(None) == "/tmp/elsewhere.db"
     monkeypatch.setenv("MORELLO_DB", "none")
     assert db.resolve_path(None) is None
+    assert isinstance(db.open_db("none", get_target(ISA)), db.NullStore)
 
 
 # -- several processes --------------------------------------------------------------------------------

@@ -23,7 +23,7 @@ from pathlib import Path
 from morello_build.db.store import DBError, Store, code_fingerprint, connect, namespace_id
 
 __all__ = [
-    "DBError", "Store", "default_path", "cache_path", "resolve_path", "open_db", "stats", "verify", "rebuild",
+    "DBError", "Store", "NullStore", "default_path", "cache_path", "resolve_path", "open_db", "stats", "verify", "rebuild",
     "prune",
 ]
 
@@ -47,8 +47,24 @@ def resolve_path(arg: str | None) -> str | None:
     return None if path.strip().lower() in DISABLED else path
 
 
-def open_db(path, target, **kw) -> Store:
-    """The store the search reads and writes (``get``/``put``/``close``); raises DBError on a bad file."""
+class NullStore:
+    """The store of ``--db none``: remembers nothing."""
+
+    def get(self, spec, search):
+        return False, None
+
+    def put(self, spec, impl, unbounded=None) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def open_db(path, target, **kw) -> Store | NullStore:
+    """The store the search reads and writes (``get``/``put``/``close``); raises DBError on a bad file.
+    ``none`` (see DISABLED) gives a store that remembers nothing."""
+    if str(path).strip().lower() in DISABLED:
+        return NullStore()
     return Store(path, target, **kw)
 
 
