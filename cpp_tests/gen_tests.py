@@ -20,7 +20,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # the morello_build package of this checkout, when not installed
 
-from morello_build.api import write_if_changed  # noqa: E402
+from morello_build.api import synthesize_program, write_if_changed  # noqa: E402
 from morello_build.codegen import emit_header  # noqa: E402
 from morello_build.search import NoProgram, Search  # noqa: E402
 from morello_build.spec import parse_spec  # noqa: E402
@@ -79,15 +79,18 @@ _SEARCHES: dict = {}  # per worker process and ISA: one memo shared by every spe
 
 def _one(job):
     """Synthesize ``spec`` once and emit it for every ISA in ``outputs`` [(isa, ns, name, path)]."""
-    spec, search_isa, outputs = job
+    spec, search_isa, outputs, db = job
     t0 = time.perf_counter()
     sys.setrecursionlimit(max(sys.getrecursionlimit(), 20000))
-    target = get_target(search_isa)
-    search = _SEARCHES.setdefault(search_isa, Search(target))
-    user = parse_spec(spec)
-    impl = search.best(user.to_spec(target.limits()))
-    if impl is None:
-        raise NoProgram(f"no program for '{spec}' on {search_isa}")
+    if db:  # the persistent synthesis DB: a rerun after a codegen-only change searches nothing
+        user, _, impl, _ = synthesize_program(spec, isa=search_isa, db=db)
+    else:
+        target = get_target(search_isa)
+        search = _SEARCHES.setdefault(search_isa, Search(target))
+        user = parse_spec(spec)
+        impl = search.best(user.to_spec(target.limits()))
+        if impl is None:
+            raise NoProgram(f"no program for '{spec}' on {search_isa}")
     for isa, ns, name, path in outputs:
         write_if_changed(path, emit_header(user, impl, get_target(isa), name=name, namespace=ns))
     return spec, search_isa, time.perf_counter() - t0
@@ -99,6 +102,7 @@ def main(argv=None) -> int:
     ap.add_argument("--set", default="main", help=f"comma-separated sets of {sorted(SETS)}")
     ap.add_argument("--isas", default="scalar,avx2,avx512,avx512_bf16,highway")
     ap.add_argument("--specs", help="';'-separated specs replacing the set's matrix")
+    ap.add_argument("--db", help="synthesis DB file (morello_build.db) to reuse programs across runs")
     ap.add_argument("-j", "--jobs", type=int, default=min(2, os.cpu_count() or 1))
     args = ap.parse_args(argv)
     out = Path(args.out)
@@ -118,7 +122,7 @@ def main(argv=None) -> int:
                 entries.append((spec, f"k{i}", path))
             units[(set_name, isa)] = (ns, entries)
     # slowest first (big shapes), so the process pool finishes together
-    jobs = sorted(((s, i, o) for (s, i), o in groups.items()), key=lambda j: -len(j[0]))
+    jobs = sorted(((s, i, o, args.db) for (s, i), o in groups.items()), key=lambda j: -len(j[0]))
     t0 = time.perf_counter()
     if args.jobs > 1:
         with ProcessPoolExecutor(args.jobs) as ex:
