@@ -147,15 +147,21 @@ static const mb_kernel& get(int i) {
 
 static std::size_t elem_bytes(int dtype) { return dtype == 0 ? 4 : 2; }
 
-// Last line of defence: Python checks shapes and dtypes with friendly messages; this checks sizes so a
-// direct call can never read or write out of bounds.
+// The checks Python leaves to C++ (it checks types, shapes and dtypes): sizes, contiguity, alignment,
+// writeability and overlap. Cheap, and a direct call of this module can never go out of bounds.
 static void check(const py::array& x, const char* what, std::size_t elems, int dtype, bool write) {
-  if (static_cast<std::size_t>(x.itemsize()) != elem_bytes(dtype) || static_cast<std::size_t>(x.size()) != elems)
+  const std::size_t item = elem_bytes(dtype);
+  if (static_cast<std::size_t>(x.itemsize()) != item || static_cast<std::size_t>(x.size()) != elems)
     throw py::value_error(std::string(what) + ": wrong size or element type");
-  if (!(x.flags() & py::array::c_style))
-    throw py::value_error(std::string(what) + ": must be C-contiguous");
+  if (!(x.flags() & py::array::c_style) || reinterpret_cast<std::uintptr_t>(x.data()) % item != 0)
+    throw py::value_error(std::string(what) + ": must be C-contiguous and aligned");
   if (write && !x.writeable())
     throw py::value_error(std::string(what) + ": must be writeable");
+}
+
+static bool overlap(const py::array& x, const py::array& y) {
+  auto x0 = reinterpret_cast<std::uintptr_t>(x.data()), y0 = reinterpret_cast<std::uintptr_t>(y.data());
+  return x0 < y0 + static_cast<std::uintptr_t>(y.nbytes()) && y0 < x0 + static_cast<std::uintptr_t>(x.nbytes());
 }
 
 static void call(int i, int which, const py::array& a, const py::array& b, py::array& c) {
@@ -164,6 +170,7 @@ static void call(int i, int which, const py::array& a, const py::array& b, py::a
   check(a, "a", bt * k.m * k.k, k.a_dtype, false);
   check(b, "b", bt * k.k * k.n, k.b_dtype, false);
   check(c, "out", bt * k.m * k.n, k.c_dtype, true);
+  if (overlap(c, a) || overlap(c, b)) throw py::value_error("out: must not overlap a or b");
   auto fn = which == 0 ? k.run : which == 1 ? k.run_serial : k.reference;
   const void* pa = a.data();
   const void* pb = b.data();
@@ -422,53 +429,56 @@ class Kernel:
         )
         bf16 = _bf16()
         self._np_dtypes = tuple(_F32 if d == "f32" else bf16 for d in self.dtypes)
+        # The numpy dtypes accepted for each operand: bf16 also as uint16 holding the bits.
+        self._accepted = tuple((_F32,) if d == "f32" else (bf16, _U16) for d in self.dtypes)
 
-    # The numpy dtypes accepted for each operand.
-    def _accepts(self, i: int, dtype: np.dtype) -> bool:
-        want = self._np_dtypes[i]
-        return dtype == want or (want != _F32 and dtype == _U16)
-
-    def _check(self, i: int, what: str, x, write: bool = False) -> np.ndarray:
+    def _check(self, i: int, what: str, x, write: bool = False) -> None:
+        """Raise the friendly error for a bad argument (TypeError for the type or dtype, else ValueError)."""
         shape, want = self.shapes[i], self._np_dtypes[i]
-        if (
-            type(x) is np.ndarray
-            and x.shape == shape
-            and self._accepts(i, x.dtype)
-            and x.flags.c_contiguous
-            and x.flags.aligned
-            and (x.flags.writeable or not write)
-        ):
-            return x
         wanted = f"{shape} {want.name}{' (or uint16 bits)' if want != _F32 else ''} C-contiguous" + (
             " writeable" if write else ""
         )
         if not isinstance(x, np.ndarray):
             raise TypeError(f"{what}: expected a numpy array of shape {wanted}, got {type(x).__name__}")
+        ok_dtype = x.dtype in self._accepted[i]
+        flags = x.flags
+        if ok_dtype and x.shape == shape and flags.c_contiguous and flags.aligned and (flags.writeable or not write):
+            return
         got = f"{x.shape} {x.dtype.name}"
-        if not (x.flags.c_contiguous and x.flags.aligned):
-            got += " non-contiguous" if not x.flags.c_contiguous else " misaligned"
-        if write and not x.flags.writeable:
+        if not flags.c_contiguous:
+            got += " non-contiguous"
+        elif not flags.aligned:
+            got += " misaligned"
+        if write and not flags.writeable:
             got += " read-only"
-        err = TypeError if not self._accepts(i, x.dtype) else ValueError
-        raise err(f"{what}: expected shape {wanted}, got {got} (spec: {self.spec})")
+        raise (ValueError if ok_dtype else TypeError)(f"{what}: expected shape {wanted}, got {got} (spec: {self.spec})")
 
     def _run(self, which: int, a, b, out):
-        a = self._check(0, "a", a)
-        b = self._check(1, "b", b)
+        # Fast path: type, shape and dtype here; sizes, contiguity, alignment, writeability and overlap are
+        # checked in C++ (cheaply); on any problem, _check explains it in terms of the argument.
+        sh, acc = self.shapes, self._accepted
+        if not (type(a) is np.ndarray and a.shape == sh[0] and a.dtype in acc[0]):
+            self._check(0, "a", a)
+        if not (type(b) is np.ndarray and b.shape == sh[1] and b.dtype in acc[1]):
+            self._check(1, "b", b)
         if out is None:
             if self.accum:
                 raise TypeError(f"out: required for an accum kernel (C is read and updated); spec: {self.spec}")
-            out = np.empty(self.shapes[2], self._np_dtypes[2])
-        else:
-            out = self._check(2, "out", out, write=True)
-            if np.may_share_memory(out, a) or np.may_share_memory(out, b):
-                raise ValueError("out: must not overlap a or b")
+            out = np.empty(sh[2], self._np_dtypes[2])
+        elif not (type(out) is np.ndarray and out.shape == sh[2] and out.dtype in acc[2]):
+            self._check(2, "out", out, write=True)
         if which != 2 and not self.supported:  # the reference loop is plain C++: it always runs
             raise RuntimeError(
                 f"kernel '{self.spec}' uses ISA features this CPU lacks; compile it with a lower isa= "
                 "(e.g. isa='avx2' or 'scalar'), or call .reference()"
             )
-        self._call(self._index, which, a, b, out)
+        try:
+            self._call(self._index, which, a, b, out)
+        except ValueError:
+            self._check(0, "a", a)
+            self._check(1, "b", b)
+            self._check(2, "out", out, write=True)
+            raise  # overlap: the C++ message says so
         return out
 
     def __call__(self, a, b, out=None, *, parallel: bool = True) -> np.ndarray:
