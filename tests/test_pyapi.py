@@ -193,6 +193,11 @@ def test_non_contiguous_and_bad_out(kernels):
     a, b, _ = f.random_inputs(rng=5)
     with pytest.raises(ValueError, match=r"^a: .*non-contiguous"):
         f(np.asfortranarray(a), b)
+    raw = np.zeros(a.nbytes + 1, np.uint8)
+    mis = raw[1:].view(np.float32).reshape(a.shape)  # C-contiguous but not 4-byte aligned
+    mis[...] = a
+    with pytest.raises(ValueError, match=r"^a: .*misaligned"):
+        f(mis, b)
     ro = np.empty(f.shapes[2], np.float32)
     ro.flags.writeable = False
     with pytest.raises(ValueError, match=r"^out: .*read-only"):
