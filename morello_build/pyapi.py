@@ -21,7 +21,10 @@ How the build works (all steps cached under ``$MORELLO_CACHE_DIR``, default ``~/
 * one object for the kernels of a call (``kernels-<hash>.o``; the headers are ``kernel-<hash>.hpp``), keyed by
   the header bytes + compiler + flags; it exports plain C table entries (function pointers + ``NAME_info``)
   and includes no pybind11;
-* a tiny table object and a link step give the extension ``ext/<hash><EXT_SUFFIX>``.
+* a tiny table object and a link step give the extension ``ext/_mb_<hash>-<hash><EXT_SUFFIX>``.
+
+Nothing is ever deleted: remove the cache directory to reclaim the space (it is safe to do at any time
+that no build is running).
 
 Every file is written to a temporary name in its final directory and moved into place with ``os.replace``, so
 concurrent processes never see a partial file (at worst two of them build the same thing). All extensions share
@@ -53,8 +56,6 @@ __all__ = ["compile_kernel", "compile_kernels", "load_header", "Kernel", "BuildE
 MODULE_NAME = "_morello_pyapi"
 CXXFLAGS = ("-O2", "-std=c++17", "-fPIC", "-fvisibility=hidden", "-pthread")
 LDFLAGS = ("-shared", "-pthread")
-# Bump when the C++ sources below change meaning (they are hashed anyway; this is for humans).
-BRIDGE_VERSION = 1
 
 #: Counters of what this process did, for tests and curiosity: compiler runs ("compile", "link"),
 #: artifacts found on disk ("disk_hits"), extensions found already loaded ("memory_hits"), searches run
