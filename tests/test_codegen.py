@@ -196,3 +196,31 @@ def test_cli_synth_writes_header_only_when_changed(tmp_path):
     assert r.returncode == 0, r.stdout
     assert out.stat().st_mtime_ns == mtime - 10**9  # same bytes: not rewritten
     assert [p.name for p in out.parent.iterdir()] == ["k.hpp"]  # no temporary left behind
+
+
+@needs_cxx
+@pytest.mark.skipif(not HAVE_HWY, reason="no Highway headers")
+@pytest.mark.parametrize("where", ["alone", "after_foreach_target", "after_highway_h"])
+def test_highway_header_coexists_with_user_highway(tmp_path, where):
+    """The Highway backend needs no -m flags and compiles alone, after the user's own highway.h, and
+    after a foreach_target.h dynamic-dispatch block (Highway 1.0.3)."""
+    (tmp_path / "k.hpp").write_text(synthesize_header("matmul 2x40x5 b=bf16:col c=bf16", isa="highway"))
+    user_block = {
+        "alone": "",
+        "after_highway_h": "#include <hwy/highway.h>\n",
+        "after_foreach_target": (
+            '#undef HWY_TARGET_INCLUDE\n#define HWY_TARGET_INCLUDE "t.cpp"\n#include <hwy/foreach_target.h>\n'
+            "#include <hwy/highway.h>\nHWY_BEFORE_NAMESPACE();\nnamespace user { namespace HWY_NAMESPACE {\n"
+            "namespace hn = hwy::HWY_NAMESPACE;\n"
+            "inline float First(const float* p) { return hn::GetLane(hn::LoadU(hn::ScalableTag<float>(), p)); }\n"
+            "} }\nHWY_AFTER_NAMESPACE();\n"
+        ),
+    }[where]
+    src = user_block + ("#if HWY_ONCE\n" if where == "after_foreach_target" else "") + (
+        '#include "k.hpp"\nint main() { float a[80] = {}; uint16_t b[400] = {}; uint16_t c[10];\n'
+        "  morello::kernel(a, b, c); return c[0]; }\n"
+    ) + ("#endif\n" if where == "after_foreach_target" else "")
+    (tmp_path / "t.cpp").write_text(src)
+    r = subprocess.run([*cxx().split(), "-std=c++17", "-O2", "-Wall", "-Wextra", "-Werror", "-I.", "-c", "t.cpp",
+                        "-o", "t.o"], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert r.returncode == 0, r.stdout[-10000:]
