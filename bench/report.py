@@ -25,7 +25,8 @@ TITLES = {
     "W3": "W3: small matmuls (in cache)",
     "W4": "W4: fp32 GEMV y = W x, W row-major N x K (rotated copies: DRAM)",
 }
-IMPL_ORDER = ["morello", "openblas", "onednn", "onednn_packed", "eigen", "libxsmm", "naive", "bw_ref"]
+IMPL_ORDER = ["morello", "openblas", "onednn", "onednn_packed", "eigen", "libxsmm", "naive", "bw_ref", "fma_peak"]
+REFS = ("bw_ref", "fma_peak")
 TO_US = {"ns": 1e-3, "us": 1.0, "ms": 1e3, "s": 1e6}
 
 
@@ -83,6 +84,8 @@ def fmt(x, nd=1):
         return "-"
     if abs(x) >= 100:
         return f"{x:,.0f}"
+    if abs(x) < 1:
+        return f"{x:.3g}"
     return f"{x:.{nd}f}"
 
 
@@ -114,7 +117,7 @@ class Report:
         if w in MEMORY_BOUND:
             r = self.get(w, v, "bw_ref", tt)
             return (r["gbs"] if r else None), "GB/s"
-        r = self.get("REF", "peak", "fma_f32_peak", tt)
+        r = self.get(w, v, "fma_peak", tt) or self.get("REF", "peak", "fma_f32_peak", tt)
         return (r["gflops"] if r else None), "GFLOP/s"
 
     def best_peer(self, w, v, t):
@@ -155,10 +158,10 @@ class Report:
                     val = r["gbs"] if unit == "GB/s" else r["gflops"]
                     frac = f"{val / ref:.2f}" if ref and val is not None else "-"
                     vs = "-"
-                    if bp and impl != "bw_ref":
+                    if bp and impl not in REFS:
                         vs = f"{bp[1]['time_us'] / r['time_us']:.2f}"
                     note = r["label"].replace("|", "/")
-                    if impl == "bw_ref":
+                    if impl in REFS:
                         note = "reference: " + note
                     paired = ""
                     if mem:
@@ -245,7 +248,7 @@ class Report:
         unit = "GB/s" if mem else "GFLOP/s"
         fig, axes = plt.subplots(1, 2, figsize=(max(8, 2.2 * len(variants) * 2), 4.8), sharey=True)
         for ax, t in zip(axes, ("t1", "t2")):
-            impls = [(i, t) for i in IMPL_ORDER if i != "bw_ref" and any(self.get(w, v, i, t) for v in variants)]
+            impls = [(i, t) for i in IMPL_ORDER if i not in REFS and any(self.get(w, v, i, t) for v in variants)]
             if t == "t2" and any(self.get(w, v, "morello", "td") for v in variants):
                 impls.insert(1, ("morello", "td"))
             width = 0.8 / max(1, len(impls))
@@ -293,13 +296,14 @@ def main(argv=None):
     md.append(f"Run {ctx.get('date', '?')} on {ctx.get('host_name', '?')}: {ctx.get('num_cpus', '?')} CPUs at "
               f"{ctx.get('mhz_per_cpu', '?')} MHz; caches {caches}.  ")
     md.append(f"OpenBLAS core `{ctx.get('openblas_core', '?')}` (`{ctx.get('openblas_config', '?')}`), "
+              f"bf16: {ctx.get('openblas_bf16', '?')}; "
               f"oneDNN {ctx.get('onednn_version', '?')}, libxsmm target `{ctx.get('libxsmm_target', '?')}`, "
               f"{ctx.get('morello_kernels', '?')} generated kernels, mode {ctx.get('bench_mode', '?')}.  ")
     reps = sorted({r["reps"] for r in res.values() if r["reps"]})
     md.append(f"Medians of {', '.join(map(str, reps))} repetitions. Times per call. GB/s counts the compulsory "
               "traffic (B + A + C). \"of reference\": GB/s over the same-process read sweep of the same weight "
               "buffers (`bw_ref`, a benchmark of its own; W1, W4) or GFLOP/s over the FMA peak for that many threads "
-              "(W2, W3); \"of paired ref\" (W1, W4): over an untimed sweep of the same copy run after every timed "
+              "(W2, W3: `fma_peak`, run again next to each case); \"of paired ref\" (W1, W4): over an untimed sweep of the same copy run after every timed "
               "call of that benchmark, i.e. under the same machine load (the W1 goals use it). \"vs best peer\": "
               "best peer time / this time (> 1: faster than every peer; for 2 threads the single-threaded-only "
               "peers count too). Threads `d`: the kernel's default overload.")

@@ -147,6 +147,9 @@ static Prepared prep_naive(Data& d, int) {
 }
 
 // --- OpenBLAS: sgemm / sgemv; bf16 weights: sbgemv / sbgemm (they take bf16 activations only).
+static bool openblas_has_bf16() {
+  return dlsym(RTLD_DEFAULT, "cblas_sbgemv") != nullptr && dlsym(RTLD_DEFAULT, "cblas_sbgemm") != nullptr;
+}
 static Prepared prep_openblas(Data& d, int) {
   const Case& cs = *d.cs;
   Prepared p;
@@ -461,7 +464,7 @@ static void run_entry(benchmark::State& st, const Entry* e) {
   Prepared* pp;
   double flops = 0, bytes = 0;
   if (e->kind == 2) {
-    data_for(nullptr);
+    data_for(e->cs);  // per-case peaks keep the case's data; the global ones free it
     auto it = g_prepared.find(e);
     if (it == g_prepared.end()) it = g_prepared.emplace(e, e->prepare(nullptr, e->threads)).first;
     pp = &it->second;
@@ -492,7 +495,7 @@ static void run_entry(benchmark::State& st, const Entry* e) {
     return;
   }
   set_threads(e->threads);
-  const int nc = e->cs ? e->cs->copies : 1;
+  const int nc = e->cs && e->kind != 2 ? e->cs->copies : 1;
   int cp = 0;
   auto& run = pp->run;
   if (paired(e)) {
@@ -580,8 +583,11 @@ static void register_all(bool quick) {
     const bool bx = cs->a == DType::BF16;
     if (gemv)
       for (int t : {1, 2}) add(cs, "bw_ref", t, false, 1, [](Data* d, int th) { return prep_bw(*d, th); });
+    else  // the FMA peak again, next to this case in time (the machine's load drifts during a run)
+      for (int t : {1, 2}) add(cs, "fma_peak", t, false, 2, [t](Data*, int) { return prep_peak(t, false); });
     if (cs->flops() <= 2.0 * 512 * 512 * 512 * 1.01) add(cs, "naive", 1, bx, 0, [](Data* d, int th) { return prep_naive(*d, th); });
-    for (int t : {1, 2}) add(cs, "openblas", t, bw16, 0, [](Data* d, int th) { return prep_openblas(*d, th); });
+    if (!bw16 || openblas_has_bf16())
+      for (int t : {1, 2}) add(cs, "openblas", t, bw16, 0, [](Data* d, int th) { return prep_openblas(*d, th); });
     for (int t : {1, 2})
       add(cs, "onednn", t, bw16, 0, [](Data* d, int th) { return prep_onednn(*d, th, false); });
     for (int t : {1, 2})
@@ -619,6 +625,10 @@ int main(int argc, char** argv) {
   benchmark::AddCustomContext("openblas_core", openblas_get_corename());
   benchmark::AddCustomContext("openblas_config", openblas_get_config());
   benchmark::AddCustomContext("libxsmm_target", libxsmm_get_target_arch());
+  benchmark::AddCustomContext("openblas_bf16", bench::openblas_has_bf16()
+                                                   ? "cblas_sbgemv/sbgemm available"
+                                                   : "none: cblas_sbgemv/sbgemm not exported (built without "
+                                                     "BUILD_BFLOAT16), so OpenBLAS is absent from W1");
   {
     const dnnl_version_t* v = dnnl_version();
     benchmark::AddCustomContext("onednn_version", std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
