@@ -60,7 +60,12 @@ SANITIZE = [
     "matmul 33x17x1",
     "matmul 64x64x64",
 ]
-SETS = {"main": MAIN, "sanitize": SANITIZE}
+# Under ThreadSanitizer with MORELLO_NUM_THREADS=4: programs with a parallel loop (default pool, user pf).
+TSAN = [
+    "matmul 64x64x64",
+    "matmul 1x512x1024 b=bf16:col",
+]
+SETS = {"main": MAIN, "sanitize": SANITIZE, "tsan": TSAN}
 
 
 def _search_isa(spec: str, isa: str) -> str:
