@@ -170,7 +170,7 @@ def test_editable_install_of_the_test_interpreter(tmp_path):
     projects = copy_projects(tmp_path)
     env = clean_env([Path(sys.prefix, "bin")], VIRTUAL_ENV=sys.prefix)
     out = configure(projects / "two_kernels", tmp_path / "b", env)
-    pkg = Path(morello_build.__file__).parent / "cmake"
+    pkg = Path(morello_build.__file__).resolve().parent / "cmake"
     assert f"Found MorelloBuild {morello_build.__version__}: {pkg} " in out.stdout, out.stdout
 
 
