@@ -359,3 +359,8 @@ morello_add_kernel(k SPEC "matmul 4x8x16 b=bf16" DB broken.db)
     assert "morello: synthesizing k (morello::k, ISA native): matmul 4x8x16 b=bf16" in out.stdout, out.stdout
     assert "morello-build: error: synthesis DB" in out.stdout and "broken.db" in out.stdout, out.stdout
     assert not (tmp_path / "b" / "morello" / "k.stamp").exists()
+
+
+def test_run_example_script_parses():
+    """scripts/run-example.sh (the README's main job) is valid bash; CI runs the real thing via the example tests."""
+    run(["bash", "-n", REPO / "scripts" / "run-example.sh"])
