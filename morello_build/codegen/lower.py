@@ -38,6 +38,7 @@ class Binding:
     level: Level
     origin: tuple[Affine, Affine, Affine]
     lanes: int = 0  # VRF: f32 lanes per register
+    count: int = 0  # register buffers: registers (VRF) or scalars (RF) allocated, for bounds checks
 
     def at(self, local) -> tuple[Affine, ...]:
         return tuple(o + int(x) if isinstance(x, int) else o + x for o, x in zip(self.origin, local))
@@ -103,7 +104,10 @@ class Lowerer:
         """An lvalue/rvalue of one element of a memory or RF binding (stored type)."""
         off = b.offset(local)
         if b.level == Level.RF:
-            return f"{b.root}[{const_offset(b, local)}]"
+            i = const_offset(b, local)
+            if not 0 <= i < b.count:
+                raise CodegenError(f"{b.root}[{i}] is outside its {b.count} scalars")
+            return f"{b.root}[{i}]"
         return f"{b.root}[{expr_c(off)}]"
 
     def read_f32(self, b: Binding, local) -> str:
@@ -119,6 +123,8 @@ class Lowerer:
         if b.level != Level.VRF:
             raise CodegenError(f"{b.root} is not in vector registers")
         reg, lane = divmod(const_offset(b, local), self.W)
+        if not 0 <= reg < b.count:
+            raise CodegenError(f"{b.root}[{reg}] is outside its {b.count} registers")
         return f"{b.root}[{reg}]", lane
 
     @staticmethod
@@ -157,19 +163,21 @@ class Lowerer:
         self.open("{")
         self.emit(f"// {node.label()}")
         level = buf.level
+        count = 0
         if level == Level.VRF:
             root = self.fresh("vr")
-            nregs = ceil(buf.shape[2] / self.W) * buf.shape[0] * buf.shape[1]
-            self.emit(f"{self.info.vtype} {root}[{nregs}];")
+            count = ceil(buf.shape[2] / self.W) * buf.shape[0] * buf.shape[1]  # kernels.registers()
+            self.emit(f"{self.info.vtype} {root}[{count}];")
         elif level == Level.RF:
             root = self.fresh("rf")
-            self.emit(f"float {root}[{buf.layout.buffer_elements(buf.shape)}];")
+            count = buf.layout.buffer_elements(buf.shape)
+            self.emit(f"float {root}[{count}];")
         else:
             root = self.fresh("buf")
             n = buf.layout.buffer_elements(buf.shape)
             init = " = {}" if n > prod(buf.shape) else ""  # zeroed padding: deterministic, sanitizer-clean
             self.emit(f"alignas(64) {buf.dtype.ctype} {root}[{n}]{init};")
-        new = Binding(root, buf.shape, buf.layout, buf.dtype, level, (Affine(),) * 3, self.W)
+        new = Binding(root, buf.shape, buf.layout, buf.dtype, level, (Affine(),) * 3, self.W, count)
         if level in REGISTER_LEVELS:
             self.register_scope += 1
         if node.load is not None:
