@@ -50,9 +50,13 @@ def load(path: Path):
         if b.get("error_occurred"):
             r["error"] = b.get("error_message", "error")
             continue
-        r["time_us"].append(b["real_time"] * TO_US[b.get("time_unit", "ns")])
-        r["flop"].append(b.get("flop", 0.0))
-        r["bytes"].append(b.get("bytes", 0.0))
+        t_mean = b["real_time"] * TO_US[b.get("time_unit", "ns")] * 1e-6  # seconds per call, the mean
+        t = b.get("t_med") or t_mean  # the median over batches (robust to preemption), when the bench has it
+        flop_call = b.get("flop_call", b.get("flop", 0.0) * t_mean)
+        bytes_call = b.get("bytes_call", b.get("bytes", 0.0) * t_mean)
+        r["time_us"].append(t * 1e6)
+        r["flop"].append(flop_call / t)
+        r["bytes"].append(bytes_call / t)
         if "ref_bytes" in b:
             r["ref"].append(b["ref_bytes"])
         r["label"] = b.get("label", "")
@@ -300,7 +304,7 @@ def main(argv=None):
               f"oneDNN {ctx.get('onednn_version', '?')}, libxsmm target `{ctx.get('libxsmm_target', '?')}`, "
               f"{ctx.get('morello_kernels', '?')} generated kernels, mode {ctx.get('bench_mode', '?')}.  ")
     reps = sorted({r["reps"] for r in res.values() if r["reps"]})
-    md.append(f"Medians of {', '.join(map(str, reps))} repetitions. Times per call. GB/s counts the compulsory "
+    md.append(f"Medians of {', '.join(map(str, reps))} repetitions of the time per call, each itself the median over batches of \u2265 25 \u00b5s (`t_med`: a preempted batch is an outlier, where Google Benchmark's mean would include it). GB/s counts the compulsory "
               "traffic (B + A + C). \"of reference\": GB/s over the same-process read sweep of the same weight "
               "buffers (`bw_ref`, a benchmark of its own; W1, W4) or GFLOP/s over the FMA peak for that many threads "
               "(W2, W3: `fma_peak`, run again next to each case); \"of paired ref\" (W1, W4): over an untimed sweep of the same copy run after every timed "
