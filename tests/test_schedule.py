@@ -139,3 +139,19 @@ def test_invalid_actions_in_context():
 def test_synthesize_no_program():
     with pytest.raises(NoProgram, match="memory limits"):
         S.synthesize(UserSpec(2, 2, 2).to_spec(MemoryLimits(0, 0, 0)), SCALAR)
+
+
+def test_no_parallel_loop_over_registers():
+    """Registers belong to one thread: once C lives in vector (or scalar) registers, the body must be
+    serial, so a parallel loop inside the move does not apply."""
+    t = AVX512
+    spec = S.to_spec("matmul 4x4x32 accum", t)
+    with pytest.raises(ValueError, match="serial"):
+        S.move(spec, "c", "VRF", target=t, body=lambda s: S.tile_out(s, (2, 32), parallel=True, target=t))
+    with pytest.raises(ValueError, match="serial"):
+        S.move(S.to_spec("matmul 2x2x1 accum", SCALAR), "c", "RF", target=SCALAR,
+               body=lambda s: S.tile_out(s, (1, 1), parallel=True, target=SCALAR))
+    # A packed L1 buffer is ordinary memory: a parallel loop over it is allowed.
+    impl = S.move(S.to_spec("matmul 4x32x32 b=bf16:col", t), "b", "L1", layout=S.packed(2, 16), dtype="f32",
+                  target=t, body=lambda s: S.tile_out(s, (2, 32), parallel=True, target=t))
+    check(impl)
