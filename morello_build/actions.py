@@ -139,8 +139,10 @@ class MoveOperand:
             return None
         # No rounding of the L1 left (round_limits): the memo reuses a program for any limits above its
         # peaks, which is only sound if feasibility depends on peaks alone (see test_search's memo tests).
+        # Registers belong to one thread: a body working on a register buffer must be serial.
+        serial = True if self.level in (Level.VRF, Level.RF) else None
         inner = canonicalize(replace(spec, op=op.with_operands(
-            tuple(buf if j == i else u for j, u in enumerate(op.operands))), limits=limits))
+            tuple(buf if j == i else u for j, u in enumerate(op.operands)), serial=serial), limits=limits))
         is_output = i in op.outputs
         load = store = None
         if not view:
