@@ -49,7 +49,23 @@ def random_operands(spec, seed):
     return [rng.integers(-3, 4, t.shape) for t in op.operands]
 
 
+def check_legal(node, parallel_above=False, registers_above=False):
+    """At most one parallel loop on any path, and none inside a move into registers (per-thread)."""
+    from morello_build.impl import Loop, MoveImpl
+    from morello_build.spec import Level
+
+    if isinstance(node, Loop) and node.parallel:
+        assert not parallel_above, "nested parallel loops"
+        assert not registers_above, "parallel loop over a register buffer"
+        parallel_above = True
+    if isinstance(node, MoveImpl) and node.buffer.level in (Level.VRF, Level.RF):
+        registers_above = True
+    for child in node.children:
+        check_legal(child, parallel_above, registers_above)
+
+
 def check_computes(impl, seed=0):
+    check_legal(impl)
     a, b, c = random_operands(impl.spec, seed)
     got = interpret(impl, a, b, c)
     want = reference(impl.spec, a, b, c)
