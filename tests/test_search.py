@@ -271,3 +271,23 @@ def test_warm_memo_equals_cold(user, isa, queries):
         assert (w is None) == (c is None)
         if w is not None:
             assert w.cost == pytest.approx(c.cost, rel=1e-9, abs=1e-9), limits
+
+
+@pytest.mark.parametrize("isa", ["scalar", "avx2", "avx512_bf16"])
+def test_lower_bound_never_exceeds_the_optimum(isa):
+    """Pruning is only sound if the bound is below the best cost of every spec the search solves."""
+    from morello_build.cost import lower_bound
+    from morello_build.spec import Spec, parse_spec
+
+    target = TARGETS[isa]
+    search = Search(target)
+    for text in ("matmul 6x9x12 b=bf16:col", "matmul 1x64x24 a=bf16 b=bf16:col c=bf16 accum"):
+        search.best(parse_spec(text).to_spec(target.limits()))
+    checked = 0
+    for op, entries in search.memo.items():
+        for entry in entries:
+            limits, impl = entry[0], entry[1]
+            if impl is not None:
+                checked += 1
+                assert lower_bound(Spec(op, MemoryLimits(*limits)), target) <= impl.cost + 1e-9
+    assert checked > 100
