@@ -514,15 +514,16 @@ static void run_entry(benchmark::State& st, const Entry* e) {
   // drops, while Google Benchmark's own time is the mean over all iterations (preemption included).
   std::vector<double> per_call;
   if (paired(e)) {
-    // GEMVs: after each timed call, an untimed read sweep of the copy just used (the next call reads the next
-    // copy, so it still comes from DRAM): a paired bandwidth reference taken under the same machine load.
+    // GEMVs: after each timed call, an untimed read sweep of the copy half a rotation away (neither the one just
+    // read, whose tail may still sit in L3, nor the next ones): a paired bandwidth reference taken under the same
+    // machine load. (For OpenMP peers at 2 threads their spinning workers may slow this sweep down.)
     Prepared ref = prep_bw(*g_data, e->threads == 0 ? 2 : e->threads);
     std::vector<double> ref_t;
     for (auto _ : st) {
       auto t0 = clk::now();
       run(cp);
       auto t1 = clk::now();
-      ref.run(cp);
+      ref.run((cp + nc / 2) % nc);
       auto t2 = clk::now();
       st.SetIterationTime(secs(t1 - t0));
       per_call.push_back(secs(t1 - t0));
