@@ -27,6 +27,8 @@ TITLES = {
 }
 IMPL_ORDER = ["morello", "openblas", "onednn", "onednn_packed", "eigen", "libxsmm", "naive", "bw_ref", "fma_peak"]
 REFS = ("bw_ref", "fma_peak")
+COLORS = {"morello": "tab:blue", "morello/td": "tab:cyan", "openblas": "tab:orange", "onednn": "tab:green",
+          "onednn_packed": "tab:olive", "eigen": "tab:red", "libxsmm": "tab:purple", "naive": "tab:gray"}
 TO_US = {"ns": 1e-3, "us": 1.0, "ms": 1e3, "s": 1e6}
 
 
@@ -263,7 +265,8 @@ class Report:
                     if r:
                         xs.append(k + (j - (len(impls) - 1) / 2) * width)
                         ys.append(r["gbs"] if mem else r["gflops"])
-                ax.bar(xs, ys, width, label=impl if tt != "td" else "morello (default pool)")
+                ax.bar(xs, ys, width, label=impl if tt != "td" else "morello (default pool)",
+                       color=COLORS.get(impl if tt != "td" else "morello/td"))
             for k, v in enumerate(variants):
                 ref, _ = self.reference(w, v, t)
                 if ref:
