@@ -191,12 +191,12 @@ class Report:
             m, _ = self.morello("W1", "f32act.col", t)
             ref, _ = self.reference("W1", "f32act.col", t)
             if m and (m.get("paired_gbs") or ref):
-                # the paired reference (a sweep after every call, same load) when there is one
-                pref = m.get("paired_gbs") or ref
+                # conservative: the larger of the paired sweep (same load) and the bw_ref benchmark
+                pref = max(x for x in (m.get("paired_gbs"), ref) if x)
                 f = m["gbs"] / pref
                 add(f"W1 f32 act, {t[1:]} thread(s): ≥ 0.95 of DRAM read bandwidth", f >= 0.95,
-                    f"{f:.3f} of the paired sweep ({m['gbs']:.1f} of {pref:.1f} GB/s); "
-                    f"{m['gbs'] / ref:.3f} of the bw_ref run" if ref else "")
+                    f"{f:.3f} of the larger reference ({m['gbs']:.1f} of {pref:.1f} GB/s; paired sweep "
+                    f"{m.get('paired_gbs') or 0:.1f}, bw_ref {ref or 0:.1f})")
             else:
                 add(f"W1 f32 act, {t[1:]} thread(s): ≥ 0.95 of DRAM read bandwidth", None, "not measured")
             m, _ = self.morello("W1", "bf16act.col", t)
@@ -311,7 +311,7 @@ def main(argv=None):
               "traffic (B + A + C). \"of reference\": GB/s over the same-process read sweep of the same weight "
               "buffers (`bw_ref`, a benchmark of its own; W1, W4) or GFLOP/s over the FMA peak for that many threads "
               "(W2, W3: `fma_peak`, run again next to each case); \"of paired ref\" (W1, W4): over an untimed sweep of the same copy run after every timed "
-              "call of that benchmark, i.e. under the same machine load (the W1 goals use it). \"vs best peer\": "
+              "call of that benchmark, i.e. under the same machine load (the W1 goals use the larger of the two). \"vs best peer\": "
               "best peer time / this time (> 1: faster than every peer; for 2 threads the single-threaded-only "
               "peers count too). Threads `d`: the kernel's default overload.")
     md.append("")
