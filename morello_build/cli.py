@@ -33,15 +33,16 @@ def _progress():
 
 
 def _synthesize(args, header: bool):
-    from morello_build import api
+    from morello_build import api, db
 
+    path = db.resolve_path(args.db)  # on by default (the per-user cache); `--db none` turns it off
     update, stop = _progress()
     try:
         if header:
             return api.synthesize_header(
-                args.spec, isa=args.isa, name=args.name, namespace=args.namespace, db=args.db, progress=update
+                args.spec, isa=args.isa, name=args.name, namespace=args.namespace, db=path, progress=update
             )
-        return api.synthesize_program(args.spec, isa=args.isa, db=args.db, progress=update)
+        return api.synthesize_program(args.spec, isa=args.isa, db=path, progress=update)
     finally:
         stop()
 
@@ -81,8 +82,13 @@ def cmd_db(args) -> int:
     from morello_build import db
     from morello_build.target import get_target
 
-    path = args.db or db.default_path()
+    path = db.resolve_path(args.db)
+    if path is None:
+        raise UserError("the synthesis database is disabled ('none'); name one with --db PATH")
     target = get_target(args.isa)
+    if args.action == "prune":
+        print(db.prune(path, target))
+        return 0
     if args.action == "stats":
         print(db.stats(path, target))
         return 0
@@ -102,7 +108,8 @@ def _check_identifier(name: str, flag: str) -> None:
 def _add_synth_options(p, header: bool) -> None:
     p.add_argument("spec", help='kernel spec, e.g. "matmul 1x2048x16384 a=f32 b=bf16:col c=f32"')
     p.add_argument("--isa", default="native", choices=ISAS, help="instruction set (default: this CPU's best)")
-    p.add_argument("--db", default=None, help="synthesis database path ('none' to disable)")
+    p.add_argument("--db", default=None,
+                   help="synthesis database (default: $MORELLO_DB, else the per-user cache; 'none' disables it)")
     if header:
         p.add_argument("-o", "--output", help="header file to write (only if its bytes change)")
         p.add_argument("--name", default="kernel", help="C++ function name (default: kernel)")
@@ -124,8 +131,10 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("spec")
     c.set_defaults(func=cmd_check_spec)
     d = sub.add_parser("db", help="inspect or check the synthesis database")
-    d.add_argument("action", choices=("stats", "verify", "rebuild"))
-    d.add_argument("--db", default=None, help="database path (default: the per-user cache)")
+    d.add_argument("action", choices=("stats", "verify", "rebuild", "prune"),
+                   help="stats: size and compression; verify: re-derive a sample; rebuild: start empty; "
+                        "prune: drop other targets' and versions' entries")
+    d.add_argument("--db", default=None, help="database path (default: $MORELLO_DB, else the per-user cache)")
     d.add_argument("--isa", default="native", choices=ISAS)
     d.add_argument("--sample", type=int, default=20, help="entries re-derived by verify")
     d.set_defaults(func=cmd_db)
@@ -162,6 +171,10 @@ def main(argv=None) -> int:
     except NoProgram as e:
         print(f"morello-build: error: synthesis failed for '{args.spec}': {e}", file=sys.stderr)
         return 3
+    except BrokenPipeError:
+        # `morello-build explain ... | head`: the reader left; say nothing, like other Unix tools.
+        sys.stdout = None
+        return 141
     except OSError as e:
         print(f"morello-build: error: {e.strerror or e}: {e.filename or ''}".rstrip(": "), file=sys.stderr)
         return 2

@@ -297,12 +297,12 @@ def parse_spec(text: str) -> UserSpec:
             batch = _positive_int(tok, tok.split("=", 1)[1])
         elif key in ("a", "b", "c") and "=" in tok:
             i = "abc".index(key)
-            dt, _, lay = tok.split("=", 1)[1].partition(":")
+            dt, colon, lay = tok.split("=", 1)[1].partition(":")
             if dt not in _DTYPES:
                 raise _bad(tok, f"unknown dtype '{dt}' (accepted: {', '.join(_DTYPES)})")
-            if lay and lay not in _LAYOUTS:
+            if colon and lay not in _LAYOUTS:
                 raise _bad(tok, f"unknown layout '{lay}' (accepted: {', '.join(_LAYOUTS)})")
-            dtypes[i], layouts[i] = _DTYPES[dt], lay or "row"
+            dtypes[i], layouts[i] = _DTYPES[dt], lay if colon else "row"
         else:
             raise _bad(tok, "unknown option")
     return UserSpec(m, k, n, tuple(dtypes), tuple(layouts), batch, accum, serial)

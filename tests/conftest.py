@@ -15,3 +15,16 @@ def pyapi_cache_dir(tmp_path_factory) -> Path:
     yield path
     if old is None:
         os.environ.pop("MORELLO_CACHE_DIR", None)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def hermetic_synthesis_db(tmp_path_factory):
+    """The CLI uses a synthesis DB by default ($MORELLO_DB, else ~/.cache): tests share one in a temp dir
+    (faster than none, and they never touch the user's cache). Tests that need their own set it."""
+    old = os.environ.get("MORELLO_DB")
+    os.environ["MORELLO_DB"] = str(tmp_path_factory.mktemp("synth-db") / "synth.db")
+    yield
+    if old is None:
+        os.environ.pop("MORELLO_DB", None)
+    else:
+        os.environ["MORELLO_DB"] = old

@@ -110,6 +110,11 @@ def test_unknown_dtype_and_layout_list_the_accepted_ones():
         parse_spec("matmul 2x2x2 c=f32:packed")
 
 
+def test_colon_without_layout_is_refused():
+    with pytest.raises(SpecError, match=r"'b=f32:'.*unknown layout ''"):
+        parse_spec("matmul 2x2x2 b=f32:")
+
+
 def test_spec_error_is_value_error():
     assert issubclass(SpecError, ValueError)
 

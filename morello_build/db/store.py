@@ -128,7 +128,11 @@ def check_header(path: Path) -> None:
 def connect(path, *, create: bool = True) -> sqlite3.Connection:
     path = Path(path)
     if create:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise DBError(f"cannot create synthesis DB {path}: {e.strerror} ({e.filename}); "
+                          "pass another --db PATH, or --db none") from None
     check_header(path)
     try:
         conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_S, isolation_level=None)

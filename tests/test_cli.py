@@ -1,0 +1,101 @@
+"""The `morello-build` command line: output contracts, the default synthesis DB, one-line errors."""
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+SPEC = "matmul 3x5x7 a=f32 b=bf16:col c=f32"
+
+
+def cli(*args, env=None, check=True):
+    run_env = dict(os.environ, **(env or {}))
+    r = subprocess.run([sys.executable, "-m", "morello_build", *args], capture_output=True, text=True, env=run_env)
+    if check:
+        assert r.returncode == 0, r.stderr
+    return r
+
+
+def test_explain_prints_a_tree_with_a_cost_on_every_node():
+    out = cli("explain", SPEC, "--isa", "avx2", "--db", "none").stdout.splitlines()
+    assert out[0].startswith("# matmul 3x5x7 b=bf16:col  (target avx2")
+    nodes = out[1:]
+    assert len(nodes) > 3
+    assert all(re.search(r"\[cost [\d,]+\]", line) for line in nodes), nodes
+    depths = {len(line) - len(line.lstrip()) for line in nodes}
+    assert len(depths) > 1, "the program is printed as an indented tree"
+
+
+def test_synth_uses_the_default_db_and_then_answers_from_it(tmp_path):
+    env = {"MORELLO_DB": str(tmp_path / "synth.db")}
+    first = cli("explain", SPEC, "--isa", "avx2", env=env).stdout
+    assert (tmp_path / "synth.db").exists()
+    second = cli("explain", SPEC, "--isa", "avx2", env=env).stdout
+    assert " 0 specs visited" in second.splitlines()[0]
+    assert first.splitlines()[1:] == second.splitlines()[1:]
+    stats = cli("db", "stats", "--isa", "avx2", env=env).stdout
+    assert "rectangles stored" in stats
+    assert "pruned" in cli("db", "prune", "--isa", "avx2", env=env).stdout
+    assert cli("db", "verify", "--isa", "avx2", "--sample", "3", env=env).returncode == 0
+
+
+def test_db_none_writes_nothing(tmp_path):
+    env = {"MORELLO_DB": str(tmp_path / "synth.db"), "XDG_CACHE_HOME": str(tmp_path)}
+    cli("explain", "matmul 2x2x2", "--isa", "scalar", "--db", "none", env=env)
+    assert not any(tmp_path.iterdir())
+    r = cli("db", "stats", "--db", "none", check=False)
+    assert r.returncode == 2 and "disabled" in r.stderr
+
+
+def test_synth_writes_the_header_only_when_its_bytes_change(tmp_path):
+    out = tmp_path / "k.hpp"
+    cli("synth", "matmul 2x3x4", "--isa", "avx2", "-o", str(out), "--name", "gemm_small")
+    text = out.read_text()
+    assert "gemm_small" in text
+    os.utime(out, (1, 1))
+    cli("synth", "matmul 2x3x4", "--isa", "avx2", "-o", str(out), "--name", "gemm_small")
+    assert out.stat().st_mtime == 1, "an unchanged header keeps its timestamp (no rebuilds)"
+
+
+def test_check_spec_prints_the_canonical_form():
+    assert cli("check-spec", "matmul  4x8x2 c=f32:row  a=f32:row").stdout.strip() == "matmul 4x8x2"
+
+
+@pytest.mark.parametrize("args, words", [
+    (["check-spec", "matmul 4x4"], "'4x4'"),
+    (["check-spec", "matmul 4x4x4 a=f32:"], "'a=f32:'"),
+    (["check-spec", "matmul 4x4x4 b=f16"], "unknown dtype 'f16'"),
+    (["synth", "matmul 0x4x4"], "'0x4x4'"),
+    (["synth", "matmul 4x4x4", "--name", "2bad"], "--name '2bad'"),
+    (["synth", "matmul 4x4x4", "--namespace", "a::b-c"], "--namespace 'b-c'"),
+    (["explain", "matmul 4x4x4", "--db", "/dev/null/synth.db"], "/dev/null/synth.db"),
+])
+def test_user_errors_are_one_line_exit_2(args, words):
+    r = cli(*args, check=False)
+    assert r.returncode == 2
+    assert r.stderr.count("\n") == 1 and r.stderr.startswith("morello-build: error: "), r.stderr
+    assert words in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_a_bad_output_path_loses_nothing(tmp_path):
+    keep = tmp_path / "k.hpp"
+    keep.write_text("// the user's file\n")
+    r = cli("synth", "matmul 2x2x2", "--isa", "scalar", "-o", str(keep / "sub.hpp"), check=False)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1
+    assert keep.read_text() == "// the user's file\n"
+
+
+def test_explain_into_a_closed_pipe_is_quiet():
+    p = subprocess.run(f'"{sys.executable}" -m morello_build explain "matmul 8x8x8" --isa avx2 | head -c 1',
+                       shell=True, capture_output=True, text=True)
+    assert p.stderr == ""
+
+
+def test_compile_is_exported_lazily():
+    code = "import sys, morello_build; f = morello_build.compile; print('numpy' in sys.modules, f.__name__)"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.stdout.split()[-1] == "compile_kernel"
+    code = "import sys, morello_build; print('numpy' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "False"
