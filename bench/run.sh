@@ -31,7 +31,8 @@ while [[ $# -gt 0 ]]; do
 done
 
 # ---- Debian packages (the peers, Google Benchmark, the toolchain)
-pkgs=(build-essential cmake pkg-config libbenchmark-dev libopenblas-dev libdnnl-dev libeigen3-dev libxsmm-dev libhwy-dev)
+# ocl-icd-opencl-dev: Debian's dnnl-config.cmake requires OpenCL (its GPU runtime) even for CPU-only use
+pkgs=(build-essential cmake pkg-config libbenchmark-dev libopenblas-dev libdnnl-dev ocl-icd-opencl-dev libeigen3-dev libxsmm-dev libhwy-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -64,6 +64,15 @@ def round_limits(limits: MemoryLimits) -> MemoryLimits:
     return replace(limits, l1=limits.l1 - limits.l1 % L1_GRANULE)
 
 
+def indexes_registers(op, dims) -> bool:
+    """A loop over ``dims`` addresses a register buffer: codegen unrolls it (register indices must be
+    compile-time constants), so its trips cost no loop overhead."""
+    return any(
+        t.level in (Level.VRF, Level.RF) and any(d in dims for d in op.operand_iter_dims[i])
+        for i, t in enumerate(op.operands)
+    )
+
+
 # -- actions ---------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Tile:
@@ -92,7 +101,7 @@ class Tile:
 
         def build(bodies):
             regs = tuple(Region(rem, n, shape, b) for (rem, n, shape), b in zip(regions, bodies))
-            c = costmodel.loop_cost(regs, self.parallel, target)
+            c = costmodel.loop_cost(regs, self.parallel, target, unrolled=indexes_registers(op, dims))
             return Loop(spec, dims, self.tile, self.parallel, regs, c, max_peaks(*(b.peaks for b in bodies)))
 
         tiles = sum(r[1] for r in regions)
@@ -206,9 +215,11 @@ def _pow2_below(n: int):
         p *= 2
 
 
-def _tiles_one_dim(full, dims):
+def _tiles_one_dim(full, dims, extra=None):
+    """Powers of two below the full size; ``extra`` maps a dim to more sizes (register-tile rows)."""
     for d in dims:
-        for size in _pow2_below(full[d]):
+        sizes = sorted(set(_pow2_below(full[d])) | {s for s in (extra or {}).get(d, ()) if s < full[d]})
+        for size in sizes:
             yield tuple(size if j == d else f for j, f in enumerate(full))
 
 
@@ -254,7 +265,7 @@ def enumerate_actions(spec: Spec, target):
         if not op.accum:
             yield ToAccum()
         out_dims = (0, 1, 3)
-        for tile in _tiles_one_dim(full, out_dims):
+        for tile in _tiles_one_dim(full, out_dims, {1: target.accumulator_rows}):
             yield Tile(tile)
         if not op.serial and target.cores > 1:
             for tile in _parallel_tiles(full, out_dims):

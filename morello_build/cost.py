@@ -7,11 +7,13 @@ from morello_build.impl import Region
 from morello_build.spec import TensorSpec
 
 
-def loop_cost(regions: tuple[Region, ...], parallel: bool, target) -> float:
-    """Body cost times trips (remainders included); parallel loops split tiles over the cores."""
+def loop_cost(regions: tuple[Region, ...], parallel: bool, target, unrolled: bool = False) -> float:
+    """Body cost times trips (remainders included), plus loop overhead unless codegen unrolls the loop;
+    parallel loops split tiles over the cores."""
     c = target.costs
     tiles = sum(r.count for r in regions)
-    work = sum(r.count * (r.body.cost + c.loop_iter) for r in regions)
+    overhead = 0.0 if unrolled else c.loop_iter
+    work = sum(r.count * (r.body.cost + overhead) for r in regions)
     if not parallel:
         return work
     per_core_tiles = ceil(tiles / min(target.cores, tiles))

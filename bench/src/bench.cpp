@@ -356,9 +356,30 @@ static Prepared prep_morello(Data& d, int threads, const MorelloKernel* k) {
   return p;
 }
 
-// --- same-process read bandwidth reference: an AVX-512 sweep over the weight copies, in 1 MiB chunks
-// handed out by the same pool as the kernels' (1 thread: inline).
-__attribute__((target("avx512f"))) static uint64_t sweep(const char* p, size_t bytes) {
+// --- same-process read bandwidth reference: an AVX-512 (else AVX2) sweep over the weight copies, in 1 MiB
+// chunks handed out by the same pool as the kernels' (1 thread: inline).
+__attribute__((target("avx2"))) static uint64_t sweep_avx2(const char* p, size_t bytes) {
+  __m256i s0 = _mm256_setzero_si256(), s1 = s0, s2 = s0, s3 = s0, s4 = s0, s5 = s0, s6 = s0, s7 = s0;
+  size_t i = 0;
+  for (; i + 256 <= bytes; i += 256) {
+    s0 = _mm256_add_epi64(s0, _mm256_load_si256((const __m256i*)(p + i)));
+    s1 = _mm256_add_epi64(s1, _mm256_load_si256((const __m256i*)(p + i + 32)));
+    s2 = _mm256_add_epi64(s2, _mm256_load_si256((const __m256i*)(p + i + 64)));
+    s3 = _mm256_add_epi64(s3, _mm256_load_si256((const __m256i*)(p + i + 96)));
+    s4 = _mm256_add_epi64(s4, _mm256_load_si256((const __m256i*)(p + i + 128)));
+    s5 = _mm256_add_epi64(s5, _mm256_load_si256((const __m256i*)(p + i + 160)));
+    s6 = _mm256_add_epi64(s6, _mm256_load_si256((const __m256i*)(p + i + 192)));
+    s7 = _mm256_add_epi64(s7, _mm256_load_si256((const __m256i*)(p + i + 224)));
+  }
+  __m256i s = _mm256_add_epi64(_mm256_add_epi64(_mm256_add_epi64(s0, s1), _mm256_add_epi64(s2, s3)),
+                               _mm256_add_epi64(_mm256_add_epi64(s4, s5), _mm256_add_epi64(s6, s7)));
+  alignas(32) uint64_t lanes[4];
+  _mm256_store_si256((__m256i*)lanes, s);
+  uint64_t r = lanes[0] + lanes[1] + lanes[2] + lanes[3];
+  for (; i < bytes; ++i) r += uint8_t(p[i]);
+  return r;
+}
+__attribute__((target("avx512f"))) static uint64_t sweep_avx512(const char* p, size_t bytes) {
   __m512i s0 = _mm512_setzero_si512(), s1 = s0, s2 = s0, s3 = s0, s4 = s0, s5 = s0, s6 = s0, s7 = s0;
   size_t i = 0;
   for (; i + 512 <= bytes; i += 512) {
@@ -377,9 +398,12 @@ __attribute__((target("avx512f"))) static uint64_t sweep(const char* p, size_t b
   for (; i < bytes; ++i) r += uint8_t(p[i]);
   return r;
 }
+static bool has_avx512() { return __builtin_cpu_supports("avx512f"); }
+static uint64_t sweep(const char* p, size_t bytes) { return has_avx512() ? sweep_avx512(p, bytes) : sweep_avx2(p, bytes); }
 static Prepared prep_bw(Data& d, int threads) {
   Prepared p;
-  p.label = "AVX-512 read sweep over the " + std::to_string(d.cs->copies) + " weight copies";
+  p.label = std::string(has_avx512() ? "AVX-512" : "AVX2") + " read sweep over the " + std::to_string(d.cs->copies) +
+            " weight copies";
   const size_t bytes = d.cs->b_bytes();
   const size_t chunk = size_t(1) << 20;
   const int64_t nchunks = int64_t((bytes + chunk - 1) / chunk);
@@ -399,8 +423,23 @@ static Prepared prep_bw(Data& d, int threads) {
   return p;
 }
 
-// --- FMA peak reference: 16 independent FMA chains in zmm registers (fp32), or vdpbf16ps chains (bf16).
+// --- FMA peak reference: 16 independent FMA chains in zmm registers (fp32; AVX2: 12 in ymm, leaving room
+// for the constants), or vdpbf16ps chains (bf16).
 constexpr int64_t kPeakTasks = 64, kPeakIters = 4096;
+__attribute__((target("avx2,fma"))) static float fma_task_avx2() {
+  __m256 a[12];
+  for (int i = 0; i < 12; ++i) a[i] = _mm256_set1_ps(float(i));
+  const __m256 m = _mm256_set1_ps(0.9999999f), c = _mm256_set1_ps(1e-7f);
+  for (int64_t it = 0; it < kPeakIters * 2; ++it) {  // half the lanes of zmm: twice the iterations
+#pragma GCC unroll 12
+    for (int i = 0; i < 12; ++i) a[i] = _mm256_fmadd_ps(a[i], m, c);
+  }
+  __m256 s = a[0];
+  for (int i = 1; i < 12; ++i) s = _mm256_add_ps(s, a[i]);
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, s);
+  return lanes[0] + lanes[7];
+}
 __attribute__((target("avx512f"))) static float fma_task() {
   __m512 a[16];
   for (int i = 0; i < 16; ++i) a[i] = _mm512_set1_ps(float(i));
@@ -428,14 +467,16 @@ __attribute__((target("avx512f,avx512bf16"))) static float dpbf16_task() {
 static bool has_bf16() { return __builtin_cpu_supports("avx512bf16"); }
 static Prepared prep_peak(int threads, bool bf16) {
   Prepared p;
-  if (!__builtin_cpu_supports("avx512f") || (bf16 && !has_bf16())) {
+  if (bf16 && !has_bf16()) {
     p.error = "CPU lacks the ISA of this reference";
     return p;
   }
-  p.label = bf16 ? "16 vdpbf16ps zmm chains" : "16 vfmadd231ps zmm chains";
-  p.run = [threads, bf16](int) {
+  const bool zmm = has_avx512();
+  p.label = bf16 ? "16 vdpbf16ps zmm chains" : zmm ? "16 vfmadd231ps zmm chains" : "12 vfmadd231ps ymm chains";
+  p.run = [threads, bf16, zmm](int) {
     std::atomic<int> sink{0};
-    auto fn = [&](int64_t) { sink.fetch_add(int(bf16 ? dpbf16_task() : fma_task()), std::memory_order_relaxed); };
+    auto task = [&] { return bf16 ? dpbf16_task() : zmm ? fma_task() : fma_task_avx2(); };
+    auto fn = [&](int64_t) { sink.fetch_add(int(task()), std::memory_order_relaxed); };
     if (threads >= 2)
       pool2()->run(0, kPeakTasks, fn);
     else
@@ -477,7 +518,8 @@ static void run_entry(benchmark::State& st, const Entry* e) {
     auto it = g_prepared.find(e);
     if (it == g_prepared.end()) it = g_prepared.emplace(e, e->prepare(nullptr, e->threads)).first;
     pp = &it->second;
-    flops = double(kPeakTasks) * kPeakIters * 16 * 16 * (e->impl == "dpbf16_peak" ? 4 : 2);
+    const bool ymm = e->impl != "dpbf16_peak" && !has_avx512();  // 12 chains x 8 lanes, 2x the iterations
+    flops = double(kPeakTasks) * kPeakIters * (ymm ? 12 * 8 * 2 : 16 * 16) * (e->impl == "dpbf16_peak" ? 4 : 2);
   } else {
     Data& d = data_for(e->cs);
     auto it = g_prepared.find(e);

@@ -24,6 +24,7 @@ class CostTable:
     vec_zero: float = 0.25
     scalar_op: float = 1.0
     hsum: float = 6.0  # horizontal sum of one vector
+    fma_latency: float = 4.0  # an accumulator is updated at most once per this many cycles
     copy_elem: float = 0.3  # per element of a packing copy (compiler-vectorized loop)
     loop_iter: float = 1.0  # per iteration of a rolled loop
     parallel_setup: float = 4000.0  # waking workers and joining them
@@ -51,9 +52,18 @@ class Target:
         return feature in self.features
 
     def limits(self) -> MemoryLimits:
-        # Leave registers for B vectors, broadcasts and widening temporaries in the kernels.
-        vrf = max(self.vector_regs - 4, 0) * self.vector_bytes
+        # Leave two registers for broadcasts and widening temporaries in the kernels (B vectors count).
+        vrf = max(self.vector_regs - 2, 0) * self.vector_bytes
         return MemoryLimits(self.l1_bytes, vrf, self.scalar_regs * 4)
+
+    @property
+    def accumulator_rows(self) -> tuple[int, ...]:
+        """Row counts (not powers of two) of output tiles that fill the register file: r rows of v
+        vectors plus one row of B (v = 2, 4), e.g. 6x16 on AVX2, 14x32 on AVX-512. Offered to the
+        search besides powers of two, since FMA latency needs as many independent accumulators as fit."""
+        usable = self.vector_regs - 2
+        rows = {usable // v - 1 for v in (2, 4)} if self.lanes else set()
+        return tuple(sorted(r for r in rows if r > 2 and r & (r - 1)))
 
     def kernels(self):
         from morello_build.target.kernels import CATALOG

@@ -99,7 +99,9 @@ def _fma_outer_cost(op, target):
     c = target.costs
     _, m, _, n = op.iter_shape
     bcast = c.vec_op if op.a.level == Level.RF else c.vec_load
-    return m * ceil(n / target.lanes) * c.vec_fma + m * bcast + memory_read(op.a, target)
+    # Each accumulator is updated once per step: with few of them, FMA latency, not throughput, binds.
+    fmas = max(m * ceil(n / target.lanes) * c.vec_fma, c.fma_latency)
+    return fmas + m * bcast + memory_read(op.a, target)
 
 
 def _max_dot_cols(target, accumulators_per_col):
