@@ -213,6 +213,32 @@ def test_several_processes_share_one_db(tmp_path):
         assert db.program_signature(impl) == expected[spec]
 
 
+def _connect_in_step(paths, barrier, results):
+    from morello_build.db.store import DBError, connect
+    for path in paths:
+        barrier.wait()
+        try:
+            connect(path).close()
+            results.put("ok")
+        except DBError as e:
+            results.put(str(e))
+
+
+def test_processes_creating_one_db_at_once_all_succeed(tmp_path):
+    # Two builds (make -j) that find no DB both create it: SQLite refuses the second journal-mode
+    # change at once with "locked", without the busy timeout; connect() must wait instead.
+    ctx = mp.get_context("spawn")
+    paths = [str(tmp_path / f"new{i}.db") for i in range(8)]
+    barrier, results = ctx.Barrier(4), ctx.Queue()
+    procs = [ctx.Process(target=_connect_in_step, args=(paths, barrier, results)) for _ in range(4)]
+    for p in procs:
+        p.start()
+    outcomes = [results.get(timeout=120) for _ in range(4 * len(paths))]
+    for p in procs:
+        p.join()
+    assert outcomes == ["ok"] * len(outcomes)
+
+
 def test_a_killed_writer_leaves_a_usable_db(tmp_path):
     import signal
     import subprocess

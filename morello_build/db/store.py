@@ -138,23 +138,7 @@ def connect(path, *, create: bool = True) -> sqlite3.Connection:
         conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_S, isolation_level=None)
         conn.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
         conn.execute("PRAGMA synchronous=NORMAL")
-        row = None
-        try:
-            row = conn.execute("SELECT value FROM meta WHERE name='schema'").fetchone()
-        except sqlite3.OperationalError as e:
-            if "no such table" not in str(e):
-                raise
-        if row is None:
-            if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
-                conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("BEGIN IMMEDIATE")
-            for stmt in SCHEMA.split(";"):
-                if stmt.strip():
-                    conn.execute(stmt)
-            conn.execute("INSERT OR IGNORE INTO meta VALUES('schema', ?)", (str(SCHEMA_VERSION),))
-            conn.execute("INSERT OR IGNORE INTO meta VALUES('created_by', ?)", (morello_build.__version__,))
-            conn.execute("COMMIT")
-            row = conn.execute("SELECT value FROM meta WHERE name='schema'").fetchone()
+        row = _retry_while_locked(lambda: _schema_row(conn))
     except sqlite3.Error as e:
         raise _wrap(path, e) from None
     if row[0] != str(SCHEMA_VERSION):
@@ -164,6 +148,46 @@ def connect(path, *, create: bool = True) -> sqlite3.Connection:
             f"needs schema {SCHEMA_VERSION}; {recovery(path)}"
         )
     return conn
+
+
+def _schema_row(conn: sqlite3.Connection):
+    """The stored schema version, creating the tables (in WAL mode) in a new file."""
+    try:
+        row = conn.execute("SELECT value FROM meta WHERE name='schema'").fetchone()
+    except sqlite3.OperationalError as e:
+        if "no such table" not in str(e):
+            raise
+        row = None
+    if row is not None:
+        return row
+    if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+        conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        for stmt in SCHEMA.split(";"):
+            if stmt.strip():
+                conn.execute(stmt)
+        conn.execute("INSERT OR IGNORE INTO meta VALUES('schema', ?)", (str(SCHEMA_VERSION),))
+        conn.execute("INSERT OR IGNORE INTO meta VALUES('created_by', ?)", (morello_build.__version__,))
+        conn.execute("COMMIT")
+    except sqlite3.Error:
+        conn.execute("ROLLBACK")
+        raise
+    return conn.execute("SELECT value FROM meta WHERE name='schema'").fetchone()
+
+
+def _retry_while_locked(step):
+    """Run ``step``, again while another process holds the file: SQLite answers a journal-mode change
+    (two builds creating one DB at once) with "locked" at once, without waiting on the busy timeout."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_S
+    while True:
+        try:
+            return step()
+        except sqlite3.OperationalError as e:
+            msg = str(e).lower()
+            if ("locked" not in msg and "busy" not in msg) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.02)
 
 
 def namespace_id(conn, target, create: bool = True) -> int | None:
