@@ -106,6 +106,22 @@ def test_good_arguments_configure(tmp_path):
     assert "-- name=fn" in p.stdout and "-- default name=class_kernel" in p.stdout, p.stdout
 
 
+@pytest.mark.parametrize("word", ["none", "off", "OFF", "no", "0", "false"])
+def test_db_is_disabled_by_any_false_word(tmp_path, word):
+    """if(<var>) would read off/no/0 as false and silently fall back to the default per-user DB."""
+    body = ("enable_language(CXX)\n"
+            f"morello_add_kernel(own SPEC {GOOD} DB {word})\n"
+            f"morello_add_kernel(global SPEC {GOOD})\n"
+            f"morello_add_kernel(path SPEC {GOOD} DB my.db)\n")
+    p = configure(tmp_path, body, f"-DMorelloBuild_DB={word}")
+    assert p.returncode == 0, p.stdout
+    args = {k: (tmp_path / "build" / "morello" / f"{k}.args").read_text().splitlines()
+            for k in ("own", "global", "path")}
+    for k in ("own", "global"):
+        assert args[k][args[k].index("--db") + 1] == "none", args[k]
+    assert args["path"][args["path"].index("--db") + 1] == str(tmp_path / "src" / "my.db")
+
+
 def test_bad_python_override_fails_find_package(tmp_path):
     p = configure(tmp_path, "", "-DMorelloBuild_PYTHON=/nonexistent/python3")
     assert p.returncode != 0

@@ -12,8 +12,8 @@
 #   NAME       C++ function name (default: the target name made a C identifier)
 #   NAMESPACE  C++ namespace, may be nested a::b (default: morello)
 #   ISA        instruction set (default: native, this build machine's best)
-#   DB         synthesis database (relative paths are relative to the current source dir; default:
-#              the cache variable MorelloBuild_DB if set, else the generator's default)
+#   DB         synthesis database, relative to the current source dir; none (also off, no, 0, false): no DB
+#              (default: the cache variable MorelloBuild_DB if set, else the generator's default)
 #   TEST       adds the executable <target>_test and the ctest <target>_test: the kernel against
 #              <fn>_reference on random data (skipped, return code 77, when <fn>_supported() is false)
 #   BENCHMARK  adds the Google Benchmark executable <target>_benchmark (GFLOP/s and GB/s counters)
@@ -137,13 +137,17 @@ function(morello_add_kernel)
     set(_ns morello)
   endif()
 
+  # String tests only: if(_db) would read "off", "no" and "0" as false and silently use the default DB.
   set(_db "")
   if(DEFINED _mk_DB)
     set(_db "${_mk_DB}")
-  elseif(MorelloBuild_DB)
+  elseif(DEFINED MorelloBuild_DB)
     set(_db "${MorelloBuild_DB}")
   endif()
-  if(_db AND NOT _db MATCHES "^(none|off|no|0)$")
+  string(TOLOWER "${_db}" _db_lower)
+  if(_db_lower MATCHES "^(none|off|no|0|false)$")
+    set(_db none)
+  elseif(NOT _db STREQUAL "")
     get_filename_component(_db "${_db}" ABSOLUTE BASE_DIR "${CMAKE_CURRENT_SOURCE_DIR}")
   endif()
 
@@ -184,7 +188,7 @@ function(morello_add_kernel)
   set(_args_file "${_dir}/${_mk_target}.args")
   set(_cmd "${_python}" -m morello_build synth "${_spec}" -o "${_header}" --isa "${_isa}" --name "${_name}"
            --namespace "${_ns}")
-  if(_db)
+  if(NOT _db STREQUAL "")
     list(APPEND _cmd --db "${_db}")
   endif()
   # Everything the header depends on besides the generator's files, as a file that changes only when

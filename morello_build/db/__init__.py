@@ -27,7 +27,7 @@ __all__ = [
     "prune",
 ]
 
-DISABLED = ("none", "off", "no", "0")
+DISABLED = ("none", "off", "no", "0", "false")
 
 
 def cache_path() -> str:
