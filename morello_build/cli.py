@@ -101,7 +101,9 @@ def cmd_db(args) -> int:
 
 
 def _check_identifier(name: str, flag: str) -> None:
-    if not name.isidentifier():
+    from morello_build.codegen import is_cxx_identifier
+
+    if not is_cxx_identifier(name):
         raise UserError(f"{flag} '{name}' is not a valid C++ identifier")
 
 

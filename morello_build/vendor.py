@@ -27,7 +27,6 @@ from pathlib import Path
 
 MANIFEST_NAME = "morello-manifest.json"
 FORMAT = 1
-_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 class VendorError(ValueError):
@@ -83,7 +82,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--name", help="C++ function name (one SPEC only; default: derived from the spec)")
     parser.add_argument("--namespace", default=None, help="C++ namespace (default: morello)")
     parser.add_argument("--isa", default=None, help="instruction set for SPEC arguments (default: native, resolved)")
-    parser.add_argument("--db", default=None, help="synthesis database path ('none' to disable)")
+    parser.add_argument("--db", default=None, help="synthesis database (default: $MORELLO_DB, else the per-user cache; 'none' disables it)")
 
 
 def _kernels_from_args(args) -> list[Kernel]:
@@ -126,14 +125,15 @@ def _kernels_from_manifest(path: Path, args) -> list[Kernel]:
 
 
 def _validate(kernels: list[Kernel]) -> None:
+    from morello_build.codegen import is_cxx_identifier
     from morello_build.spec import parse_spec
 
     seen: dict[str, str] = {}
     for k in kernels:
         parse_spec(k.spec)  # a bad spec: SpecError naming the token
-        if not _IDENT.match(k.name):
+        if not is_cxx_identifier(k.name):
             raise VendorError(f"kernel name '{k.name}' is not a valid C++ identifier")
-        if not all(_IDENT.match(p) for p in k.namespace.split("::")):
+        if not all(is_cxx_identifier(p) for p in k.namespace.split("::")):
             raise VendorError(f"namespace '{k.namespace}' is not a valid C++ namespace")
         header = Path(k.header)
         if header.is_absolute() or ".." in header.parts or not k.header.endswith((".hpp", ".h")):
@@ -151,6 +151,7 @@ def _manifest_text(entries: list[dict], version: str) -> str:
 def run(args) -> int:
     from morello_build import __version__
     from morello_build.api import synthesize_header, write_if_changed
+    from morello_build.db import resolve_path
 
     out = Path(args.out)
     manifest_out = out / MANIFEST_NAME
@@ -178,7 +179,7 @@ def run(args) -> int:
     entries, stale = [], []
     for i, k in enumerate(kernels, 1):
         print(f"[{i}/{len(kernels)}] {k.namespace}::{k.name} ({k.isa}): {k.spec}", file=sys.stderr)
-        text = synthesize_header(k.spec, isa=k.isa, name=k.name, namespace=k.namespace, db=k.db)
+        text = synthesize_header(k.spec, isa=k.isa, name=k.name, namespace=k.namespace, db=resolve_path(k.db))
         entries.append(k.manifest_entry(text, __version__))
         path = out / k.header
         if args.check:

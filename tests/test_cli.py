@@ -69,6 +69,8 @@ def test_check_spec_prints_the_canonical_form():
     (["synth", "matmul 0x4x4"], "'0x4x4'"),
     (["synth", "matmul 4x4x4", "--name", "2bad"], "--name '2bad'"),
     (["synth", "matmul 4x4x4", "--namespace", "a::b-c"], "--namespace 'b-c'"),
+    (["synth", "matmul 4x4x4", "--name", "class"], "--name 'class'"),
+    (["synth", "matmul 4x4x4", "--name", "gemvé"], "--name 'gemvé'"),
     (["explain", "matmul 4x4x4", "--db", "/dev/null/synth.db"], "/dev/null/synth.db"),
 ])
 def test_user_errors_are_one_line_exit_2(args, words):

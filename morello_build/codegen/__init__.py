@@ -18,7 +18,23 @@ from morello_build.impl import Loop, format_tree
 from morello_build.layout import NAMED
 from morello_build.spec import DType, UserSpec, format_spec
 
-__all__ = ["emit_header", "CodegenError", "runtime_namespace"]
+__all__ = ["emit_header", "CodegenError", "runtime_namespace", "is_cxx_identifier"]
+
+# Reserved words a generated function or namespace name must not be (the list in MorelloBuildFunctions.cmake).
+CXX_KEYWORDS = frozenset("""
+    alignas alignof and and_eq asm auto bitand bitor bool break case catch char char8_t char16_t
+    char32_t class compl concept const consteval constexpr constinit const_cast continue co_await
+    co_return co_yield decltype default delete do double dynamic_cast else enum explicit export extern
+    false float for friend goto if inline int long mutable namespace new noexcept not not_eq nullptr
+    operator or or_eq private protected public register reinterpret_cast requires return short signed
+    sizeof static static_assert static_cast struct switch template this thread_local throw true try
+    typedef typeid typename union unsigned using virtual void volatile wchar_t while xor xor_eq
+""".split())
+
+
+def is_cxx_identifier(name: str) -> bool:
+    """An ASCII C++ identifier that is not a keyword (str.isidentifier admits both 'class' and 'é')."""
+    return re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) is not None and name not in CXX_KEYWORDS
 
 
 def runtime_namespace() -> str:
