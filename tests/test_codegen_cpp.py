@@ -4,7 +4,7 @@ The project synthesizes a matrix of specs (f32/bf16, row/col, size 1, primes, no
 width, batch, accum, the flagship GEMV) for every ISA (scalar, avx2, avx512, avx512_bf16, highway; the ones
 this CPU lacks are compiled and skipped at run time), compiles each header with -Wall -Wextra -Werror and
 compares every kernel with its reference loop (tolerances: cpp_tests/check.hpp); a subset runs under
-AddressSanitizer + UndefinedBehaviorSanitizer.
+AddressSanitizer + UndefinedBehaviorSanitizer, and the parallel programs under ThreadSanitizer.
 
 The build directory is $MORELLO_CPP_TESTS_BUILD, else build/cpp_tests-pytest in the checkout (kept between
 runs: a rerun only regenerates and recompiles what changed).
