@@ -25,7 +25,7 @@ from morello_build.codegen.affine import Affine, layout_offset
 from morello_build.codegen.testing import check_headers, cxx
 from morello_build.layout import col_major, interleaved, packed, row_major
 from morello_build.search import Search
-from morello_build.spec import Level, parse_spec
+from morello_build.spec import DType, Level, parse_spec
 from morello_build.target import cpu_flags, get_target
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -103,6 +103,22 @@ def test_layout_offset_matches_layout_algebra(layout):
             assert got == layout.offset(coord, shape), (layout.name, shape, coord, expr)
 
 
+def test_bounded_variables_make_strip_digits_exact():
+    """c = 16*p + q with q < 16: c / 16 = p and c % 16 = q (the packing copies' loops), and only then."""
+    c = Affine.var("p", 16) + Affine.var("q")
+    assert c.floordiv(16, {"q": 16}) == Affine.var("p") and c.mod(16, {"q": 16}) == Affine.var("q")
+    assert c.floordiv(16) is None and c.floordiv(16, {"q": 17}) is None and c.mod(16, {"p": 9}) is None
+    layout = interleaved(row_major(), 2, 32)  # c = 32*p + s + 2*q, s < 2, q < 16
+    shape = (1, 3, 70)
+    c = Affine.var("p", 32) + Affine.var("s") + Affine.var("q", 2)
+    expr = layout_offset(layout, shape, (Affine(), Affine.var("r"), c), {"p": 3, "s": 2, "q": 16, "r": 3})
+    assert isinstance(expr, Affine)
+    for p, s_, q, r in itertools.product(range(3), range(2), range(16), range(3)):
+        col = 32 * p + s_ + 2 * q
+        if col < shape[2]:
+            assert eval(expr.c(), {}, {"p": p, "s": s_, "q": q, "r": r}) == layout.offset((0, r, col), shape)
+
+
 # -- compiling every ISA -------------------------------------------------------------------------------
 @needs_cxx
 def test_every_isa_compiles_warning_free_in_one_translation_unit(tmp_path):
@@ -140,7 +156,7 @@ def _supported(isa):
 @needs_cxx
 def test_forced_programs_match_reference(tmp_path):
     """memzero (zeroing C in memory), a transposing copy of A into L1, loops with remainders."""
-    kernels = []
+    kernels, packing_copies = [], 0
 
     def memzero_then_body(search, spec):
         return search.apply(spec, ToAccum(), bodies={0: lambda z: search.apply(z, Select("memzero"))})
@@ -152,7 +168,19 @@ def test_forced_programs_match_reference(tmp_path):
         k = spec.op.iter_shape[2]
         return search.apply(spec, Tile((1, 3, k, 7)))  # remainders on m and n; k not tiled (no accum)
 
+    def pack_b(lanes):
+        return lambda search, spec: search.apply(spec, MoveOperand(1, Level.L1, packed(2, lanes), DType.F32))
+
+    def interleave_a(lanes):
+        return lambda search, spec: search.apply(
+            spec, MoveOperand(0, Level.L1, interleaved(row_major(), 2, 2 * lanes), DType.F32))
+
     cases = [
+        # packing copies walk the destination's strips; ragged last strips (37 = 2*16 + 5, 41 odd)
+        ("matmul 5x7x37", "avx512", pack_b(16)),
+        ("matmul 5x7x37 b=bf16:col", "avx2", pack_b(8)),
+        ("matmul 3x41x5 b=bf16:col", "avx512", interleave_a(16)),
+        ("matmul 3x41x5 a=bf16 b=bf16:col", "avx2", interleave_a(8)),
         ("matmul 5x7x11 c=bf16", "scalar", memzero_then_body),
         ("matmul 5x7x11 a=bf16 c=f32:col", "avx512", memzero_then_body),
         ("matmul 6x9x13 b=bf16", "avx2", a_transposed_in_l1),
@@ -162,7 +190,12 @@ def test_forced_programs_match_reference(tmp_path):
     for i, (spec, isa, plan) in enumerate(cases):
         user, target, impl = _forced(spec, isa, plan)
         text = emit_header(user, impl, target, name=f"f{i}", namespace="forced")
+        copies = re.findall(r"// copy [^\n]*\{\[[^\n]*\n(?:\s*(?:for|if) [^\n]*\n)*\s*([^\n]*)", text)
+        for stmt in copies:  # strip by strip: no division left in the index arithmetic (vectorizable)
+            assert " / " not in stmt and " % " not in stmt, stmt
+        packing_copies += len(copies)
         kernels.append((spec, text, "forced", f"f{i}"))
+    assert packing_copies >= 4
     res = check_headers(kernels, tmp_path)
     assert res.ok, res.output
     assert "FAIL" not in res.output

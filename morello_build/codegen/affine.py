@@ -3,12 +3,16 @@
 Codegen tracks every operand's origin as one Affine per dim, so that layout offsets of tiles stay
 exact integers where loops are unrolled (register indices must be compile-time constants) and simple
 ``i * 16 + 3`` expressions elsewhere. Digits with ``div``/``mod`` stay affine when every variable's
-coefficient is a multiple of the strip they divide by (the search never cuts a strip), else they
-become C expressions.
+coefficient is a multiple of the strip they divide by (the search never cuts a strip), or when the
+other variables' ranges keep them inside the strip (copy loops walk a packed layout strip by strip);
+else they become C expressions.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+
+Ranges = Mapping[str, int]  # loop variable -> exclusive upper bound (loop variables start at 0)
 
 
 @dataclass(frozen=True)
@@ -43,18 +47,27 @@ class Affine:
     def scale(self, k: int) -> "Affine":
         return Affine(self.const * k, tuple((v, c * k) for v, c in self.terms if c * k))
 
-    def floordiv(self, div: int) -> "Affine | None":
-        """``self // div`` when every coefficient is a multiple of div (exact), else None."""
+    def floordiv(self, div: int, ranges: Ranges | None = None) -> "Affine | None":
+        """``self // div`` when exact: every coefficient a multiple of div, or the other terms provably
+        smaller than div (variables bounded by ``ranges``, e.g. 16*p + q with q < 16); else None."""
         if div == 1:
             return self
-        if any(c % div for _, c in self.terms):
+        whole, rest = self._split(div)
+        if rest and not _below(self.const % div, rest, div, ranges):
             return None
-        return Affine(self.const // div, tuple((v, c // div) for v, c in self.terms))
+        return Affine(self.const // div, tuple((v, c // div) for v, c in whole))
 
-    def mod(self, m: int) -> "Affine | None":
-        if any(c % m for _, c in self.terms):
+    def mod(self, m: int, ranges: Ranges | None = None) -> "Affine | None":
+        """``self % m`` when exact (see floordiv)."""
+        _, rest = self._split(m)
+        if rest and not _below(self.const % m, rest, m, ranges):
             return None
-        return Affine(self.const % m)
+        return Affine(self.const % m, rest)
+
+    def _split(self, div: int):
+        """(terms whose coefficient is a multiple of div, the other terms)."""
+        return (tuple((v, c) for v, c in self.terms if c % div == 0),
+                tuple((v, c) for v, c in self.terms if c % div))
 
     def c(self) -> str:
         parts = []
@@ -71,6 +84,13 @@ class Affine:
 Expr = Affine | str  # a str is a general C expression (parenthesized by whoever builds it)
 
 
+def _below(const: int, terms, bound: int, ranges: Ranges | None) -> bool:
+    """Whether const + terms < bound for every value of the (non-negative, bounded) variables."""
+    if ranges is None or any(c < 0 or v not in ranges for v, c in terms):
+        return False
+    return const + sum(c * (ranges[v] - 1) for v, c in terms) < bound
+
+
 def expr_c(e: Expr) -> str:
     return e.c() if isinstance(e, Affine) else e
 
@@ -82,18 +102,19 @@ def paren(e: Expr) -> str:
     return f"({s})"
 
 
-def layout_offset(layout, shape: tuple[int, ...], coords: tuple[Affine, ...]) -> Expr:
-    """Offset of logical ``coords`` in a buffer of ``shape`` with ``layout``: Affine when exact."""
+def layout_offset(layout, shape: tuple[int, ...], coords: tuple[Affine, ...], ranges: Ranges | None = None) -> Expr:
+    """Offset of logical ``coords`` in a buffer of ``shape`` with ``layout``: Affine when exact
+    (``ranges``: exclusive upper bounds of loop variables, which make more digits exact)."""
     total = Affine()
     general: list[str] = []
     for d, stride, extent in zip(layout.digits, layout.strides(shape), layout.extents(shape)):
         if extent == 1:
             continue
         x = coords[d.dim]
-        q = x.floordiv(d.div)
+        q = x.floordiv(d.div, ranges)
         v = None
         if q is not None:
-            v = q if d.mod is None else q.mod(d.mod)
+            v = q if d.mod is None else q.mod(d.mod, ranges)
         if v is not None:
             total = total + v.scale(stride)
         else:

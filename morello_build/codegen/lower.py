@@ -51,8 +51,8 @@ class Binding:
             return (b, m, ceil(n / self.lanes) * self.lanes)
         return self.shape
 
-    def offset(self, local) -> Expr:
-        return layout_offset(self.layout, self.addr_shape, self.at(local))
+    def offset(self, local, ranges=None) -> Expr:
+        return layout_offset(self.layout, self.addr_shape, self.at(local), ranges)
 
     def moved(self, offsets: dict[int, Affine]) -> "Binding":
         return replace(self, origin=tuple(o + offsets[p] if p in offsets else o for p, o in enumerate(self.origin)))
@@ -100,9 +100,9 @@ class Lowerer:
             return b.root
         return f"{b.root} + {paren(off) if not isinstance(off, Affine) else off.c()}"
 
-    def elem(self, b: Binding, local) -> str:
+    def elem(self, b: Binding, local, ranges=None) -> str:
         """An lvalue/rvalue of one element of a memory or RF binding (stored type)."""
-        off = b.offset(local)
+        off = b.offset(local, ranges)
         if b.level == Level.RF:
             i = const_offset(b, local)
             if not 0 <= i < b.count:
@@ -343,13 +343,51 @@ class Lowerer:
         src, dst = binds
         shape = node.spec.op.src.shape
         self.emit(f"// copy {node.spec.op.src.describe()} -> {node.spec.op.dst.describe()}")
-        coords, opened = self._loop_nest(shape, self._dim_order(src, shape))
-        if src.dtype == dst.dtype:
-            self.emit(f"{self.elem(dst, coords)} = {self.elem(src, coords)};")
+        nest = self._digit_nest(dst.layout, shape)
+        if nest is None:  # walk the source's dims (dst digits that are not a mixed radix of their dim)
+            coords, opened = self._loop_nest(shape, self._dim_order(src, shape))
+            ranges, guards = None, ()
         else:
-            self.emit(self.write(dst, coords, self.read_f32(src, coords)))
-        for _ in range(opened):
+            coords, opened, ranges, guards = nest
+        for g in guards:
+            self.open(f"if ({g}) {{")
+        if src.dtype == dst.dtype:
+            self.emit(f"{self.elem(dst, coords, ranges)} = {self.elem(src, coords)};")
+        else:
+            value = self.read_f32(src, coords)
+            v = f"{self.rt}::f32_to_bf16({value})" if dst.dtype == BF16 else value
+            self.emit(f"{self.elem(dst, coords, ranges)} = {v};")
+        for _ in range(opened + len(guards)):
             self.close()
+
+    def _digit_nest(self, layout, shape):
+        """Loops over a packed/interleaved destination's digits, outermost first, so that the innermost
+        loop is unit-stride on both sides (a vectorizable copy, where walking dims made the compiler
+        divide every index). Each dim is the sum of its digits (c = 16*p + q); a ragged last strip is
+        guarded. None when a dim's digits are not a mixed radix of it."""
+        by_dim: dict[int, list] = {}
+        for d in layout.digits:
+            by_dim.setdefault(d.dim, []).append(d)
+        for digits in by_dim.values():
+            digits.sort(key=lambda d: d.div)
+            for lo, hi in zip(digits, digits[1:]):
+                if lo.mod is None or lo.div * lo.mod != hi.div:
+                    return None
+            if digits[0].div != 1 or digits[-1].mod is not None:
+                return None
+        coords = [Affine()] * 3
+        ranges, opened = {}, 0
+        for d, extent in zip(layout.digits, layout.extents(shape)):
+            if extent > 1:
+                v = self.fresh("x")
+                self.open(f"for (ix {v} = 0; {v} < {extent}; ++{v}) {{")
+                ranges[v] = extent
+                coords[d.dim] = coords[d.dim] + Affine.var(v, d.div)
+                opened += 1
+        guards = tuple(f"{coords[k].c()} < {shape[k]}" for k in range(3)
+                       if shape[k] > 1 and any(d.dim == k and d.div > 1 for d in layout.digits)
+                       and shape[k] % max(d.div for d in layout.digits if d.dim == k))
+        return coords, opened, ranges, guards
 
     # -- kernels: vector -----------------------------------------------------------------------------
     @property
