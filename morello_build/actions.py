@@ -142,6 +142,10 @@ class MoveOperand:
         view = buf.layout == t.layout and buf.dtype == t.dtype and buf.level == Level.L1 and t.level == Level.GL
         if buf.level == Level.L1 and not view and buf.layout == t.layout and buf.dtype == t.dtype:
             return None  # a copy that changes nothing
+        if view and costmodel.strided_runs(t) > target.l1_ways:
+            # Specs do not know the parent's stride; at the usual power-of-two strides the runs of a tile
+            # map to the same cache sets, and more runs than ways evict each other (pack instead).
+            return None
         nbytes = self.buffer_bytes(buf, target)
         limits = spec.limits.minus(self.level, nbytes)
         if limits is None:

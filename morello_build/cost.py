@@ -4,20 +4,34 @@ from __future__ import annotations
 from math import ceil
 
 from morello_build.impl import Region
-from morello_build.spec import TensorSpec
+from morello_build.spec import Level, TensorSpec
 
 
 def loop_cost(regions: tuple[Region, ...], parallel: bool, target, unrolled: bool = False) -> float:
     """Body cost times trips (remainders included), plus loop overhead unless codegen unrolls the loop;
-    parallel loops split tiles over the cores."""
+    parallel loops split tiles over the cores and pay for the output lines their tasks share."""
     c = target.costs
     tiles = sum(r.count for r in regions)
     overhead = 0.0 if unrolled else c.loop_iter
     work = sum(r.count * (r.body.cost + overhead) for r in regions)
     if not parallel:
         return work
+    work += sum(r.count * shared_output_cost(r.body.spec, target) for r in regions)
     per_core_tiles = ceil(tiles / min(target.cores, tiles))
     return work * per_core_tiles / tiles + c.parallel_setup
+
+
+def shared_output_cost(spec, target) -> float:
+    """A parallel task's output tile in main memory: each strided run (a row part of a wider row) has
+    edges on lines that other tasks write, so tasks should own whole rows where they can."""
+    op = spec.op
+    runs = sum(strided_runs(op.operands[i]) for i in op.outputs if op.operands[i].level == Level.GL)
+    return runs * target.costs.shared_line
+
+
+def strided_runs(t: TensorSpec) -> int:
+    """How many separate contiguous runs a tile is made of (1 for a dense tile)."""
+    return ceil(t.layout.buffer_elements(t.shape) / t.layout.contiguous_run(t.shape, t.contig))
 
 
 def view_cost(operand: TensorSpec, target) -> float:

@@ -28,6 +28,10 @@ class CostTable:
     copy_elem: float = 0.3  # per element of a packing copy (compiler-vectorized loop)
     loop_iter: float = 1.0  # per iteration of a rolled loop
     parallel_setup: float = 4000.0  # waking workers and joining them
+    # A line of an output that parallel tasks share at a tile edge: the prefetchers of one core pull the
+    # neighbour's lines of the same rows, and stores bounce them between the cores (measured on 256^3:
+    # column blocks per thread ran 25% slower than row blocks).
+    shared_line: float = 200.0
 
 
 @dataclass(frozen=True)
@@ -39,6 +43,7 @@ class Target:
     vector_bytes: int  # 0: no vector registers
     vector_regs: int
     l1_bytes: int = 48 * 1024
+    l1_ways: int = 12  # a cache view of more strided runs than this may evict itself (see actions.py)
     scalar_regs: int = 12
     cores: int = 2
     costs: CostTable = field(default_factory=CostTable)
