@@ -24,10 +24,11 @@ class Plan:
     subspecs: tuple[Spec, ...]
     build: Callable[[tuple], object]
     weights: tuple[float, ...] | None = None  # how often each sub-spec runs (per core), for bounds
+    credit: float = 0.0  # what the node's cost subtracts from its children's (L2 reuse), for bounds
 
     def lower_bound(self, bound: Callable[[Spec], float]) -> float:
         weights = self.weights or (1.0,) * len(self.subspecs)
-        return sum(w * bound(s) for w, s in zip(weights, self.subspecs))
+        return sum(w * bound(s) for w, s in zip(weights, self.subspecs)) - self.credit
 
 
 # -- helpers ---------------------------------------------------------------------------------------
@@ -99,14 +100,16 @@ class Tile:
             for _, _, shape in regions
         )
 
+        tiles = sum(r[1] for r in regions)
+        reuse = 0.0 if self.parallel else costmodel.l2_reuse_credit(subspecs[0], dims, tiles, target)
+
         def build(bodies):
             regs = tuple(Region(rem, n, shape, b) for (rem, n, shape), b in zip(regions, bodies))
-            c = costmodel.loop_cost(regs, self.parallel, target, unrolled=indexes_registers(op, dims))
+            c = costmodel.loop_cost(regs, self.parallel, target, unrolled=indexes_registers(op, dims)) - reuse
             return Loop(spec, dims, self.tile, self.parallel, regs, c, max_peaks(*(b.peaks for b in bodies)))
 
-        tiles = sum(r[1] for r in regions)
         share = ceil(tiles / min(target.cores, tiles)) / tiles if self.parallel else 1.0
-        return Plan(subspecs, build, tuple(r[1] * share for r in regions))
+        return Plan(subspecs, build, tuple(r[1] * share for r in regions), reuse)
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,19 @@ def strided_runs(t: TensorSpec) -> int:
     return ceil(t.layout.buffer_elements(t.shape) / t.layout.contiguous_run(t.shape, t.contig))
 
 
+def l2_reuse_credit(body, dims, trips: int, target) -> float:
+    """A serial loop whose body's main-memory operands fit in L2 together: those the loop does not index
+    (A over a loop on n, C over a split of k) are read from L2 on every trip after the first. Bodies
+    cost their operands' lines at main-memory price; this is what the later trips save. Without it the
+    model cannot prefer blockings that keep a block of A in L2 (it has no L2 level)."""
+    op, c = body.op, target.costs
+    gl = [(i, t) for i, t in enumerate(op.operands) if t.level == Level.GL]
+    if trips < 2 or sum(t.bytes for _, t in gl) > target.l2_bytes:
+        return 0.0
+    invariant = sum(t.lines() for i, t in gl if not any(d in dims for d in op.operand_iter_dims[i]))
+    return (trips - 1) * invariant * (c.gl_line - c.l2_line)
+
+
 def view_cost(operand: TensorSpec, target) -> float:
     """Bringing a tile's lines from main memory once, so that the body reads it at L1 cost."""
     return operand.lines() * target.costs.gl_line

@@ -91,7 +91,8 @@ class Search:
                 return None
             children.append(child)
             if budget is not None and self.prune and i + 1 < len(plan.subspecs):
-                partial = Plan(plan.subspecs[i + 1:], plan.build, plan.weights and plan.weights[i + 1:])
+                partial = Plan(plan.subspecs[i + 1:], plan.build, plan.weights and plan.weights[i + 1:],
+                               plan.credit)
                 done = sum(w * c.cost for w, c in zip(plan.weights or (1.0,) * len(children), children))
                 if done + partial.lower_bound(self.bound) > budget:
                     return None

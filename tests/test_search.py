@@ -291,3 +291,24 @@ def test_lower_bound_never_exceeds_the_optimum(isa):
                 checked += 1
                 assert lower_bound(Spec(op, MemoryLimits(*limits)), target) <= impl.cost + 1e-9
     assert checked > 100
+
+
+def test_l2_reuse_credit_counts_operands_the_loop_does_not_index():
+    """A loop over n re-reads the same A block every trip: from L2 after the first when the body's
+    main-memory data fits there, and not when it does not."""
+    from morello_build.actions import Tile, operand_tiles
+    from morello_build.cost import l2_reuse_credit
+    from morello_build.spec import Spec, canonicalize, parse_spec
+
+    target = TARGETS["avx512"]
+    c = target.costs
+    for m, fits in ((64, True), (4096, False)):
+        spec = parse_spec(f"matmul {m}x128x256 accum").to_spec(target.limits())
+        tile = (1, m, 128, 64)  # loop over n (dim 3) in 4 trips
+        body = canonicalize(Spec(spec.op.with_operands(operand_tiles(spec.op, tile), serial=True), spec.limits))
+        credit = l2_reuse_credit(body, (3,), 4, target)
+        assert credit == (pytest.approx(3 * body.op.a.lines() * (c.gl_line - c.l2_line)) if fits else 0.0)
+        if fits:  # the loop's cost is its trips' minus the credit
+            loop = Search(target).apply(spec, Tile(tile))
+            bodies = sum(r.count * (r.body.cost + c.loop_iter) for r in loop.regions)
+            assert loop.cost == pytest.approx(bodies - credit)

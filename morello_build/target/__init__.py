@@ -17,6 +17,7 @@ class CostTable:
 
     gl_line: float = 8.0  # a 64-byte line from main memory (~33 GB/s at ~4.5 GHz)
     l1_line: float = 0.5  # a line already in L1 (a cache view or packed buffer)
+    l2_line: float = 2.0  # a line read again from L2 (see cost.l2_reuse_credit)
     vec_load: float = 0.5  # one vector load from L1
     vec_store: float = 1.0
     vec_fma: float = 0.5  # two FMA pipes
@@ -43,6 +44,7 @@ class Target:
     vector_bytes: int  # 0: no vector registers
     vector_regs: int
     l1_bytes: int = 48 * 1024
+    l2_bytes: int = 1024 * 1024  # per core
     l1_ways: int = 12  # a cache view of more strided runs than this may evict itself (see actions.py)
     scalar_regs: int = 12
     cores: int = 2
