@@ -32,10 +32,14 @@ def _progress():
     return update, status.stop
 
 
+def _warn(message: str) -> None:
+    print(f"morello-build: warning: {message}", file=sys.stderr)
+
+
 def _synthesize(args, header: bool):
     from morello_build import api, db
 
-    path = db.resolve_path(args.db)  # on by default (the per-user cache); `--db none` turns it off
+    path = db.resolve_path(args.db, warn=_warn)  # on by default (the per-user cache); `--db none` turns it off
     update, stop = _progress()
     try:
         if header:

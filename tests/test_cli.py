@@ -48,6 +48,20 @@ def test_db_none_writes_nothing(tmp_path):
     assert r.returncode == 2 and "disabled" in r.stderr
 
 
+def test_an_unusable_default_cache_is_skipped_but_a_named_db_must_work(tmp_path):
+    """A sandboxed build with a read-only or missing home still builds (the DB only saves time); a DB
+    the user named (--db, $MORELLO_DB) that cannot be created is an error."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    out = tmp_path / "k.hpp"
+    r = cli("synth", "matmul 2x2x2", "--isa", "scalar", "-o", str(out),
+            env={"MORELLO_DB": "", "XDG_CACHE_HOME": str(blocker / "cache")})
+    assert out.exists()
+    assert r.stderr.count("\n") == 1 and r.stderr.startswith("morello-build: warning: "), r.stderr
+    r = cli("synth", "matmul 2x2x2", "--isa", "scalar", env={"MORELLO_DB": str(blocker / "synth.db")}, check=False)
+    assert r.returncode == 2 and "cannot create synthesis DB" in r.stderr
+
+
 def test_synth_writes_the_header_only_when_its_bytes_change(tmp_path):
     out = tmp_path / "k.hpp"
     cli("synth", "matmul 2x3x4", "--isa", "avx2", "-o", str(out), "--name", "gemm_small")

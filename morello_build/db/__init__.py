@@ -41,10 +41,32 @@ def default_path() -> str:
     return os.environ.get("MORELLO_DB") or cache_path()
 
 
-def resolve_path(arg: str | None) -> str | None:
-    """The DB a command uses: ``--db`` if given, else the default; None when that says ``none``."""
+def resolve_path(arg: str | None, warn=None) -> str | None:
+    """The DB a command uses: ``--db`` if given, else the default; None when that says ``none``.
+
+    With ``warn``, an unusable per-user cache that nobody asked for by name (a read-only or missing
+    home in a sandboxed build) is skipped with a warning instead of failing the build: the DB only
+    makes synthesis faster. A DB named by ``--db`` or ``$MORELLO_DB`` must work."""
     path = arg if arg else default_path()
-    return None if path.strip().lower() in DISABLED else path
+    if path.strip().lower() in DISABLED:
+        return None
+    if warn is not None and not arg and not os.environ.get("MORELLO_DB"):
+        problem = _unwritable(Path(path))
+        if problem:
+            warn(f"the synthesis DB cache {path} is unusable ({problem}); synthesizing without it "
+                 "(set MORELLO_DB or pass --db to choose another)")
+            return None
+    return path
+
+
+def _unwritable(path: Path) -> str | None:
+    """Why ``path`` cannot hold a DB we can write, or None."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        return e.strerror or str(e)
+    target = path if path.exists() else path.parent
+    return None if os.access(target, os.W_OK) else "not writable"
 
 
 class NullStore:
