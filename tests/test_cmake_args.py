@@ -137,3 +137,14 @@ def test_version_check(tmp_path):
     assert ok.returncode == 0, ok.stdout
     too_new = configure(tmp_path, f"find_package(MorelloBuild {int(major) + 1}.0 CONFIG REQUIRED)")
     assert too_new.returncode != 0 and "version" in too_new.stdout.lower(), too_new.stdout
+
+
+def test_cmake_and_python_refuse_the_same_cxx_keywords():
+    """MorelloBuildFunctions.cmake checks NAME/NAMESPACE at configure time with its own copy of the list."""
+    import re
+
+    from morello_build.codegen import CXX_KEYWORDS
+
+    text = (Path(package_cmake_dir()) / "MorelloBuildFunctions.cmake").read_text()
+    listed = re.search(r"set\(_MORELLO_CXX_KEYWORDS(.*?)\)", text, re.S).group(1).split()
+    assert set(listed) == CXX_KEYWORDS
