@@ -32,14 +32,15 @@ def _progress():
     return update, status.stop
 
 
-def _warn(message: str) -> None:
+def warn(message: str) -> None:
+    """A one-line warning on stderr (the command goes on)."""
     print(f"morello-build: warning: {message}", file=sys.stderr)
 
 
 def _synthesize(args, header: bool):
     from morello_build import api, db
 
-    path = db.resolve_path(args.db, warn=_warn)  # on by default (the per-user cache); `--db none` turns it off
+    path = db.resolve_path(args.db, warn=warn)  # on by default (the per-user cache); `--db none` turns it off
     update, stop = _progress()
     try:
         if header:

@@ -143,10 +143,6 @@ def _validate(kernels: list[Kernel]) -> None:
         seen[k.header] = k.spec
 
 
-def _warn(message: str) -> None:
-    print(f"morello-build: warning: {message}", file=sys.stderr)
-
-
 def _manifest_text(entries: list[dict], version: str) -> str:
     doc = {"generator": "morello-build", "generator_version": version, "format": FORMAT, "kernels": entries}
     return json.dumps(doc, indent=2) + "\n"
@@ -155,6 +151,7 @@ def _manifest_text(entries: list[dict], version: str) -> str:
 def run(args) -> int:
     from morello_build import __version__
     from morello_build.api import synthesize_header, write_if_changed
+    from morello_build.cli import warn
     from morello_build.db import resolve_path
 
     out = Path(args.out)
@@ -183,7 +180,7 @@ def run(args) -> int:
     entries, stale = [], []
     for i, k in enumerate(kernels, 1):
         print(f"[{i}/{len(kernels)}] {k.namespace}::{k.name} ({k.isa}): {k.spec}", file=sys.stderr)
-        text = synthesize_header(k.spec, isa=k.isa, name=k.name, namespace=k.namespace, db=resolve_path(k.db, warn=_warn))
+        text = synthesize_header(k.spec, isa=k.isa, name=k.name, namespace=k.namespace, db=resolve_path(k.db, warn=warn))
         entries.append(k.manifest_entry(text, __version__))
         path = out / k.header
         if args.check:

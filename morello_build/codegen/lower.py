@@ -114,8 +114,8 @@ class Lowerer:
         e = self.elem(b, local)
         return f"{self.rt}::bf16_to_f32({e})" if b.dtype == BF16 else e
 
-    def write(self, b: Binding, local, value_f32: str) -> str:
-        e = self.elem(b, local)
+    def write(self, b: Binding, local, value_f32: str, ranges=None) -> str:
+        e = self.elem(b, local, ranges)
         v = f"{self.rt}::f32_to_bf16({value_f32})" if b.dtype == BF16 else value_f32
         return f"{e} = {v};"
 
@@ -354,9 +354,7 @@ class Lowerer:
         if src.dtype == dst.dtype:
             self.emit(f"{self.elem(dst, coords, ranges)} = {self.elem(src, coords)};")
         else:
-            value = self.read_f32(src, coords)
-            v = f"{self.rt}::f32_to_bf16({value})" if dst.dtype == BF16 else value
-            self.emit(f"{self.elem(dst, coords, ranges)} = {v};")
+            self.emit(self.write(dst, coords, self.read_f32(src, coords), ranges))
         for _ in range(opened + len(guards)):
             self.close()
 
