@@ -12,6 +12,7 @@ from typing import Callable
 
 from morello_build import cost as costmodel
 from morello_build.impl import Accum, Kernel, Loop, MoveImpl, Region, add_peak, max_peaks
+from morello_build.overwrite import overwriting_loop
 from morello_build.layout import Layout, interleaved, packed, row_major
 from morello_build.spec import DType, Level, Matmul, MemoryLimits, Move, Spec, TensorSpec, Zero, canonicalize
 from morello_build.target.kernels import BY_NAME, registers
@@ -61,6 +62,13 @@ def loop_regions(full, tile, dims):
         yield tuple(c[0] for c in combo), prod(c[1] for c in combo), tuple(shape)
 
 
+def tile_op(op, shape, accum: bool = False):
+    """The op on one tile of the iteration space (accumulating if ``accum``); serial, since loops never
+    nest parallel loops."""
+    body = op.with_operands(operand_tiles(op, shape), serial=True)
+    return replace(body, accum=True) if accum and not body.accum else body
+
+
 def round_limits(limits: MemoryLimits) -> MemoryLimits:
     return replace(limits, l1=limits.l1 - limits.l1 % L1_GRANULE)
 
@@ -77,7 +85,8 @@ def indexes_registers(op, dims) -> bool:
 # -- actions ---------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Tile:
-    """Loop over tiles of the iteration space (output dims: tile; reduction dims: split)."""
+    """Loop over tiles of the iteration space (output dims: tile; reduction dims: split, with the first
+    slice peeled when the op overwrites its output)."""
 
     tile: tuple[int, ...]
     parallel: bool = False
@@ -87,17 +96,17 @@ class Tile:
         dims = tuple(d for d, (t, f) in enumerate(zip(self.tile, full)) if t < f)
         if not dims or any(t < 1 for t in self.tile) or not respects_strips(op, self.tile):
             return None
-        if any(d in op.reduction_dims for d in dims) and (not op.accum or self.parallel):
-            return None
+        peel = not op.accum and any(d in op.reduction_dims for d in dims)
+        if peel and (self.parallel or len(dims) > 1 or op.c.level in (Level.VRF, Level.RF)):
+            return None  # zeroing registers is free: peeling saves only the zeroing of C in memory
         regions = list(loop_regions(full, self.tile, dims))
         if self.parallel and sum(r[1] for r in regions) < 2:
             return None
         # Parallel loops only at the outermost loop level: one inside a serial loop would pay its
-        # setup every trip, so every loop makes its body serial.
-        serial = True
+        # setup every trip, so every loop makes its body serial (tile_op). A peeled loop's slices
+        # accumulate; the first one's program is derived from theirs (overwrite.py).
         subspecs = tuple(
-            canonicalize(Spec(op.with_operands(operand_tiles(op, shape), serial=serial), spec.limits))
-            for _, _, shape in regions
+            canonicalize(Spec(tile_op(op, shape, accum=peel), spec.limits)) for _, _, shape in regions
         )
 
         tiles = sum(r[1] for r in regions)
@@ -106,7 +115,8 @@ class Tile:
         def build(bodies):
             regs = tuple(Region(rem, n, shape, b) for (rem, n, shape), b in zip(regions, bodies))
             c = costmodel.loop_cost(regs, self.parallel, target, unrolled=indexes_registers(op, dims)) - reuse
-            return Loop(spec, dims, self.tile, self.parallel, regs, c, max_peaks(*(b.peaks for b in bodies)))
+            loop = Loop(spec, dims, self.tile, self.parallel, regs, c, max_peaks(*(b.peaks for b in bodies)))
+            return overwriting_loop(loop, target) if peel else loop
 
         share = ceil(tiles / min(target.cores, tiles)) / tiles if self.parallel else 1.0
         return Plan(subspecs, build, tuple(r[1] * share for r in regions), reuse)
@@ -271,15 +281,16 @@ def enumerate_actions(spec: Spec, target):
     if isinstance(op, Matmul):
         if not op.accum:
             yield ToAccum()
+            if op.c.level in (Level.VRF, Level.RF):
+                return  # zeroing registers is free: the accumulating spec's programs are as good
         out_dims = (0, 1, 3)
         for tile in _tiles_one_dim(full, out_dims, {1: target.accumulator_rows}):
             yield Tile(tile)
         if not op.serial and target.cores > 1:
             for tile in _parallel_tiles(full, out_dims):
                 yield Tile(tile, parallel=True)
-        if op.accum:
-            for tile in _tiles_one_dim(full, (2,)):
-                yield Tile(tile)
+        for tile in _tiles_one_dim(full, (2,)):  # peeled when the op does not accumulate
+            yield Tile(tile)
         for i in range(3):
             yield from _move_options(op, i, target)
     else:

@@ -1,7 +1,8 @@
 """Impl trees: the programs the search builds. Immutable; every node knows its cost and peak memory.
 
 - ``Kernel``: a catalog microkernel implementing its spec directly.
-- ``Loop``: tiles iteration dims; each region (main tiles, remainder strips) has its own body.
+- ``Loop``: tiles iteration dims; each region (main tiles, remainder strips) has its own body. A loop
+  over k of a matmul that does not accumulate is *peeled*: its first tile overwrites C, the others add.
 - ``MoveImpl``: gives an operand a new buffer (level, layout, dtype) around a body; ``view`` moves
   only relabel GL data as L1-resident (no copy).
 - ``Accum``: zero the output, then run the accumulating body.
@@ -38,6 +39,7 @@ class Region:
     count: int
     shape: tuple[int, ...]  # iteration tile shape of this region
     body: "Impl"
+    start: int = 0  # index of the first main tile (1 after a peeled first tile; single-dim loops only)
 
 
 @dataclass(frozen=True)
@@ -54,11 +56,22 @@ class Loop:
     def children(self) -> tuple:
         return tuple(r.body for r in self.regions)
 
+    @property
+    def peeled(self) -> bool:
+        """A loop over the reduction of a non-accumulating op: its first tile is a region of its own."""
+        op = self.spec.op
+        return not op.accum and any(d in op.reduction_dims for d in self.dims)
+
+    def main_trips(self, region: Region, d: int) -> int:
+        """How many tiles ``region`` has along tiled dim ``d`` (not a remainder there): all of the main
+        tiles, except in a peeled loop, where the first tile is a region of its own."""
+        return region.count if self.peeled else self.spec.op.iter_shape[d] // self.tile[d]
+
     def label(self) -> str:
         names = self.spec.op.iter_names
         kind = "parallel for" if self.parallel else "for"
         steps = ", ".join(f"{names[d]} by {self.tile[d]}" for d in self.dims)
-        return f"{kind} {steps}"
+        return f"{kind} {steps}" + (" (first tile peeled: it overwrites the output)" if self.peeled else "")
 
 
 @dataclass(frozen=True)

@@ -101,16 +101,19 @@ def _kernel(impl: Kernel, arrays) -> None:
         raise InterpretError(f"unknown op kind {op.kind}")
 
 
-def tile_origins(full, tile, dims, remainder) -> list[tuple[int, ...]]:
+def tile_origins(loop: Loop, region) -> list[tuple[int, ...]]:
     """Origins of the tiles of one region: main tiles at multiples of the tile, a ragged end after them."""
+    full, tile = loop.spec.op.iter_shape, loop.tile
     per_dim = []
-    for d, rem in zip(dims, remainder):
+    for d, rem in zip(loop.dims, region.remainder):
         q = full[d] // tile[d]
-        per_dim.append([q * tile[d]] if rem else [i * tile[d] for i in range(q)])
+        first = region.start
+        per_dim.append([q * tile[d]] if rem else
+                       [i * tile[d] for i in range(first, first + loop.main_trips(region, d))])
     origins = []
     for combo in itertools.product(*per_dim):
         o = [0] * len(full)
-        for d, x in zip(dims, combo):
+        for d, x in zip(loop.dims, combo):
             o[d] = x
         origins.append(tuple(o))
     return origins
@@ -122,7 +125,7 @@ def _loop(impl: Loop, arrays) -> None:
     for region in impl.regions:
         if len(region.remainder) != len(impl.dims):
             raise InterpretError(f"{impl.label()}: region flags {region.remainder} for dims {impl.dims}")
-        origins = tile_origins(full, impl.tile, impl.dims, region.remainder)
+        origins = tile_origins(impl, region)
         if len(origins) != region.count:
             raise InterpretError(f"{impl.label()}: region claims {region.count} tiles, has {len(origins)}")
         for o in origins:

@@ -89,7 +89,11 @@ def _apply(spec: Spec, action, target: Target, what: str, main: int | None, body
             if child is None:
                 raise ValueError(f"{what}: no program fits the memory left for {sub.describe()}")
         children.append(child)
-    return plan.build(tuple(children))
+    impl = plan.build(tuple(children))
+    if impl is None:
+        raise ValueError(f"{what}: the first slice must overwrite C, but the slices' program adds to C "
+                         f"where it lies (no load into registers to replace); use to_accum first")
+    return impl
 
 
 def tile_out(spec, shape, *, parallel: bool = False, body: Builder | None = None, target=None):
@@ -124,19 +128,18 @@ def tile_out(spec, shape, *, parallel: bool = False, body: Builder | None = None
 
 
 def split(spec, k: int, *, body: Builder | None = None, target=None):
-    """Loop over slices of ``k`` along the reduction dim (accumulating matmul specs only)."""
+    """Loop over slices of ``k`` along the reduction dim. ``body`` builds the accumulating slices'
+    program; in a spec that does not accumulate, the first slice overwrites C (peeled) and is synthesized."""
     target = _target(target)
     spec = to_spec(spec, target)
     op = spec.op
     if op.kind != "matmul":
         raise ValueError(f"split: only matmul specs have a reduction dim, not {spec.describe()}")
-    if not op.accum:
-        raise ValueError(f"split: {spec.describe()} does not accumulate; apply to_accum first")
     full = op.iter_shape
     if not 1 <= k < full[2]:
         raise ValueError(f"split: k={k} must be between 1 and {full[2] - 1} (K is {full[2]})")
     tile = (full[0], full[1], int(k), full[3])
-    return _apply(spec, Tile(tile), target, f"split k by {k}", 0, body)
+    return _apply(spec, Tile(tile), target, f"split k by {k}", 0 if op.accum else 1, body)
 
 
 _LEVELS = {lv.name.lower(): lv for lv in Level}

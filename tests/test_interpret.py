@@ -46,9 +46,19 @@ def test_bf16_widening_is_exact():
 
 
 def test_tile_origins():
-    assert tile_origins((1, 7, 3, 5), (1, 3, 3, 5), (1,), (False,)) == [(0, 0, 0, 0), (0, 3, 0, 0)]
-    assert tile_origins((1, 7, 3, 5), (1, 3, 3, 5), (1,), (True,)) == [(0, 6, 0, 0)]
-    assert len(tile_origins((2, 4, 1, 9), (1, 2, 1, 4), (0, 1, 3), (False, False, False))) == 2 * 2 * 2
+    loop = S.tile_out("matmul 7x3x5", (3, 5), target=AVX512)
+    assert [tile_origins(loop, r) for r in loop.regions] == [[(0, 0, 0, 0), (0, 3, 0, 0)], [(0, 6, 0, 0)]]
+    loop = S.tile_out("matmul 4x1x9 batch=2", (1, 2, 4), target=AVX512)
+    assert len(tile_origins(loop, loop.regions[0])) == 2 * 2 * 2
+
+
+def test_peeled_split_origins_and_flags():
+    """K=7 by 3 without accum: tile 0 overwrites C, tile 1 and the ragged tile 2 add to it."""
+    loop = S.split("matmul 2x7x3", 3, target=AVX512)
+    assert loop.peeled
+    assert [tile_origins(loop, r) for r in loop.regions] == [[(0, 0, 0, 0)], [(0, 0, 3, 0)], [(0, 0, 6, 0)]]
+    assert [r.body.spec.op.accum for r in loop.regions] == [False, True, True]
+    assert run_and_compare(loop)
 
 
 def test_synthesized_program_runs():

@@ -95,7 +95,6 @@ def test_select_kernel_leaf():
         (lambda s, t: S.tile_out(s, (0, 2), target=t), "between 1"),
         (lambda s, t: S.tile_out(s, (8, 2), target=t), "between 1"),
         (lambda s, t: S.tile_out(s, (2,), target=t), "2 or 3 sizes"),
-        (lambda s, t: S.split(s, 2, target=t), "does not accumulate"),
         (lambda s, t: S.move(s, "x", "L1", target=t), "unknown operand"),
         (lambda s, t: S.move(s, "a", "L7", target=t), "unknown level"),
         (lambda s, t: S.move(s, "a", "GL", target=t), "faster levels"),

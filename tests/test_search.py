@@ -158,7 +158,9 @@ def all_programs(spec, target):
         if any(not c for c in choices):
             continue
         for children in itertools.product(*choices):
-            yield plan.build(tuple(children))
+            impl = plan.build(tuple(children))
+            if impl is not None:  # a peeled loop whose first slice has no overwriting derivation
+                yield impl
 
 
 def exhaustive_best(spec, target):

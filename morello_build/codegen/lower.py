@@ -209,24 +209,25 @@ class Lowerer:
             for d, rem in zip(node.dims, region.remainder):
                 t = node.tile[d]
                 q = full[d] // t
+                trips = node.main_trips(region, d)
                 if rem:
                     offsets[d] = Affine(q * t)
-                elif q == 1:
-                    offsets[d] = Affine()
+                elif trips == 1:
+                    offsets[d] = Affine(region.start * t)
                 else:
-                    mains.append((d, q, t))
+                    mains.append((d, region.start, region.start + trips, t))
             if touches_registers:
-                for idx in itertools.product(*(range(q) for _, q, _ in mains)):
+                for idx in itertools.product(*(range(lo, hi) for _, lo, hi, _ in mains)):
                     offs = dict(offsets)
-                    for (d, _, t), x in zip(mains, idx):
+                    for (d, _, _, t), x in zip(mains, idx):
                         offs[d] = Affine(x * t)
                     self.walk(region.body, self.sub_bindings(op, binds, offs))
             else:
                 opened = 0
                 offs = dict(offsets)
-                for d, q, t in mains:
+                for d, lo, hi, t in mains:
                     v = self.fresh("i")
-                    self.open(f"for (ix {v} = 0; {v} < {q}; ++{v}) {{")
+                    self.open(f"for (ix {v} = {lo}; {v} < {hi}; ++{v}) {{")
                     opened += 1
                     offs[d] = Affine.var(v, t)
                 self.walk(region.body, self.sub_bindings(op, binds, offs))
@@ -343,7 +344,7 @@ class Lowerer:
         src, dst = binds
         shape = node.spec.op.src.shape
         self.emit(f"// copy {node.spec.op.src.describe()} -> {node.spec.op.dst.describe()}")
-        nest = self._digit_nest(dst.layout, shape)
+        nest = self._digit_nest(dst.layout, shape, self._dim_order(src, shape))
         if nest is None:  # walk the source's dims (dst digits that are not a mixed radix of their dim)
             coords, opened = self._loop_nest(shape, self._dim_order(src, shape))
             ranges, guards = None, ()
@@ -358,11 +359,12 @@ class Lowerer:
         for _ in range(opened + len(guards)):
             self.close()
 
-    def _digit_nest(self, layout, shape):
-        """Loops over a packed/interleaved destination's digits, outermost first, so that the innermost
-        loop is unit-stride on both sides (a vectorizable copy, where walking dims made the compiler
-        divide every index). Each dim is the sum of its digits (c = 16*p + q); a ragged last strip is
-        guarded. None when a dim's digits are not a mixed radix of it."""
+    def _digit_nest(self, layout, shape, src_order):
+        """Loops over a packed/interleaved destination's digits, so that the innermost loop is
+        unit-stride on both sides (a vectorizable copy, where walking dims made the compiler divide
+        every index); the outer loops follow the source's dim order (``src_order``, outermost first), so
+        that it is read in whole lines. Each dim is the sum of its digits (c = 16*p + q); a ragged last
+        strip is guarded. None when a dim's digits are not a mixed radix of it."""
         by_dim: dict[int, list] = {}
         for d in layout.digits:
             by_dim.setdefault(d.dim, []).append(d)
@@ -375,7 +377,9 @@ class Lowerer:
                 return None
         coords = [Affine()] * 3
         ranges, opened = {}, 0
-        for d, extent in zip(layout.digits, layout.extents(shape)):
+        nest = list(zip(layout.digits, layout.extents(shape)))
+        outer = sorted(nest[:-1], key=lambda de: (src_order.index(de[0].dim), -de[0].div))
+        for d, extent in outer + nest[-1:]:
             if extent > 1:
                 v = self.fresh("x")
                 self.open(f"for (ix {v} = 0; {v} < {extent}; ++{v}) {{")

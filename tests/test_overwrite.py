@@ -1,0 +1,82 @@
+"""Peeled k loops: the overwriting first slice derived from an accumulating program ignores what C
+held before, costs no more, and the search uses it so that large matmuls never zero C in memory."""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from morello_build.impl import Kernel, Loop, format_tree
+from morello_build.interpret import interpret, reference
+from morello_build.overwrite import overwriting
+from morello_build.search import Search
+from morello_build.spec import parse_spec
+from morello_build.target import TARGETS
+
+
+def walk(node):
+    yield node
+    for child in node.children:
+        yield from walk(child)
+
+
+@pytest.mark.parametrize("isa", ["avx2", "avx512", "avx512_bf16"])
+@pytest.mark.parametrize("text", [
+    "matmul 7x13x19 serial",  # ragged everywhere
+    "matmul 1x1x1 serial",
+    "matmul 6x64x33 serial",
+    "matmul 30x40x50 a=bf16 b=bf16 c=bf16 serial",
+    "matmul 2x37x24 b=bf16:col serial",
+    "matmul 3x4x5 batch=2 a=f32:col b=bf16 c=f32:col serial",
+])
+def test_overwriting_program_ignores_the_old_output(text, isa):
+    target = TARGETS[isa]
+    spec = parse_spec(text + " accum").to_spec(target.limits())
+    search = Search(target)
+    derived = 0
+    search.best(spec)
+    for op, entries in search.memo.items():
+        for _, impl in entries:
+            if impl is None or not op.accum or op.kind != "matmul":
+                continue
+            over = overwriting(impl, target)
+            if over is None:
+                continue
+            derived += 1
+            assert not over.spec.op.accum and over.spec.op.operands == op.operands
+            assert over.cost <= impl.cost + 1e-9 and over.peaks == impl.peaks
+            rng = np.random.default_rng(derived)
+            a, b = (rng.integers(-3, 4, t.shape) for t in op.operands[:2])
+            garbage = rng.integers(100, 200, op.c.shape)  # must not leak into the result
+            got = interpret(over, a, b, garbage)
+            want = reference(over.spec, a, b, garbage)
+            assert np.array_equal(got.astype(np.float64), want.astype(np.float64)), format_tree(over)
+    assert derived > 0
+
+
+def test_large_matmul_peels_k_instead_of_zeroing_c():
+    """256x256x256 splits k (B is packed in L1 by 128-row slices): the first slice stores C, the
+    others load and add; no memzero pass over C."""
+    target = TARGETS["avx512"]
+    spec = parse_spec("matmul 96x256x128 serial").to_spec(target.limits())
+    impl = Search(target).best(spec)
+    nodes = list(walk(impl))
+    peeled = [n for n in nodes if isinstance(n, Loop) and n.peeled]
+    assert peeled, format_tree(impl)
+    assert not any(isinstance(n, Kernel) and n.name == "memzero" for n in nodes), format_tree(impl)
+    first, *rest = peeled[0].regions
+    assert not first.body.spec.op.accum and first.count == 1 and first.start == 0
+    assert all(r.body.spec.op.accum for r in rest) and rest[0].start == 1
+    rng = np.random.default_rng(0)
+    a, b = (rng.integers(-3, 4, t.shape) for t in spec.op.operands[:2])
+    c = rng.integers(100, 200, spec.op.c.shape)
+    assert np.array_equal(interpret(impl, a, b, c), reference(spec, a, b, c))
+
+
+def test_no_overwriting_program_from_a_bare_kernel():
+    """Kernels add to C in registers; a kernel node alone has no load of C to drop."""
+    target = TARGETS["avx512"]
+    spec = parse_spec("matmul 1x64x1 accum serial").to_spec(target.limits())
+    kernels = [n for n in walk(Search(target).best(spec)) if isinstance(n, Kernel)]
+    assert kernels and all(overwriting(k, target) is None for k in kernels)
