@@ -12,8 +12,8 @@ from typing import Callable
 
 from morello_build import cost as costmodel
 from morello_build.impl import Accum, Kernel, Loop, MoveImpl, Region, add_peak, max_peaks
-from morello_build.overwrite import overwriting_loop
 from morello_build.layout import Layout, interleaved, packed, row_major
+from morello_build.overwrite import overwriting_loop
 from morello_build.spec import DType, Level, Matmul, MemoryLimits, Move, Spec, TensorSpec, Zero, canonicalize
 from morello_build.target.kernels import BY_NAME, registers
 

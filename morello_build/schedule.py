@@ -91,8 +91,8 @@ def _apply(spec: Spec, action, target: Target, what: str, main: int | None, body
         children.append(child)
     impl = plan.build(tuple(children))
     if impl is None:
-        raise ValueError(f"{what}: the first slice must overwrite C, but the slices' program adds to C "
-                         f"where it lies (no load into registers to replace); use to_accum first")
+        raise ValueError(f"{what}: the first slice must overwrite C, and the slices' program never loads C "
+                         f"into registers, so no overwriting program derives from it; apply to_accum first")
     return impl
 
 
@@ -128,8 +128,9 @@ def tile_out(spec, shape, *, parallel: bool = False, body: Builder | None = None
 
 
 def split(spec, k: int, *, body: Builder | None = None, target=None):
-    """Loop over slices of ``k`` along the reduction dim. ``body`` builds the accumulating slices'
-    program; in a spec that does not accumulate, the first slice overwrites C (peeled) and is synthesized."""
+    """Loop over slices of ``k`` along the reduction dim; ``body`` builds the slices' (accumulating)
+    program. In a spec that does not accumulate, the first slice overwrites C: its program is derived
+    from the others' (the load of C into registers becomes a zeroing; see overwrite.py)."""
     target = _target(target)
     spec = to_spec(spec, target)
     op = spec.op
@@ -139,7 +140,7 @@ def split(spec, k: int, *, body: Builder | None = None, target=None):
     if not 1 <= k < full[2]:
         raise ValueError(f"split: k={k} must be between 1 and {full[2] - 1} (K is {full[2]})")
     tile = (full[0], full[1], int(k), full[3])
-    return _apply(spec, Tile(tile), target, f"split k by {k}", 0 if op.accum else 1, body)
+    return _apply(spec, Tile(tile), target, f"split k by {k}", 0, body)
 
 
 _LEVELS = {lv.name.lower(): lv for lv in Level}

@@ -68,6 +68,18 @@ def test_to_accum_and_split_pinned():
     check(impl)
 
 
+def test_split_without_accum_peels_the_first_slice():
+    """The body builds the accumulating slices (here with C in registers); the first slice's program is
+    derived from it and overwrites C, so nothing zeroes C in memory."""
+    t = TARGETS["avx2"]
+    impl = S.split("matmul 3x8x5", 3, target=t, body=lambda s: S.move(s, "c", "VRF", target=t))
+    assert isinstance(impl, Loop) and impl.peeled
+    first, *rest = impl.regions
+    assert not first.body.spec.op.accum and first.body.load is None
+    assert all(r.body.spec.op.accum for r in rest) and rest[0].body.load is not None  # rest[-1]: ragged
+    check(impl)
+
+
 def test_spec_strings_and_isa_names_accepted():
     impl = S.tile_out("matmul 4x4x4", (2, 4), target="avx2")
     check(impl)

@@ -697,8 +697,11 @@ static void register_all(bool quick) {
           k.c != DType::F32)
         continue;
       const MorelloKernel* kp = &k;
-      for (int t : {1, 2, 0})
-        add(cs, "morello", t, false, 0, [kp](Data* d, int th) { return prep_morello(*d, th, kp); });
+      if (k.spec.find(" serial") != std::string::npos)  // synthesized for one thread: 1-thread rows only
+        add(cs, "morello_serial", 1, false, 0, [kp](Data* d, int th) { return prep_morello(*d, th, kp); });
+      else
+        for (int t : {1, 2, 0})
+          add(cs, "morello", t, false, 0, [kp](Data* d, int th) { return prep_morello(*d, th, kp); });
     }
   }
 }
