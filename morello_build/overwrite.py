@@ -18,7 +18,7 @@ REGISTER_LEVELS = (Level.VRF, Level.RF)
 
 def overwriting(impl, target):
     """The program for ``impl``'s spec without accumulation, or None when there is no cheap derivation
-    (C is never loaded into registers, e.g. a dot-product kernel that adds to memory)."""
+    (C is never loaded into registers, e.g. a bare kernel node)."""
     if isinstance(impl, Loop):
         return _loop(impl, target)
     if isinstance(impl, MoveImpl):
