@@ -139,12 +139,14 @@ def test_version_check(tmp_path):
     assert too_new.returncode != 0 and "version" in too_new.stdout.lower(), too_new.stdout
 
 
-def test_cmake_and_python_refuse_the_same_cxx_keywords():
-    """MorelloBuildFunctions.cmake checks NAME/NAMESPACE at configure time with its own copy of the list."""
-    import re
+def test_cmake_and_python_refuse_the_same_cxx_keywords(tmp_path):
+    """Both read cmake/cxx_keywords.txt: MorelloBuildFunctions.cmake at configure time, the CLI through
+    codegen.CXX_KEYWORDS. A keyword from the file (the last one, not the 'class' of CASES) fails both."""
+    from morello_build.codegen import CXX_KEYWORDS, is_cxx_identifier
 
-    from morello_build.codegen import CXX_KEYWORDS
-
-    text = (Path(package_cmake_dir()) / "MorelloBuildFunctions.cmake").read_text()
-    listed = re.search(r"set\(_MORELLO_CXX_KEYWORDS(.*?)\)", text, re.S).group(1).split()
-    assert set(listed) == CXX_KEYWORDS
+    listed = (Path(package_cmake_dir()) / "cxx_keywords.txt").read_text().split()
+    assert set(listed) == CXX_KEYWORDS and {"class", "co_await", "xor_eq"} <= CXX_KEYWORDS
+    word = listed[-1]
+    assert not is_cxx_identifier(word)
+    p = configure(tmp_path, f"morello_add_kernel(k SPEC {GOOD} NAME {word})")
+    assert p.returncode != 0 and f"bad NAME '{word}'" in one_line(p.stdout), p.stdout

@@ -31,14 +31,8 @@ include(GNUInstallDirs)
 
 set(_MORELLO_ADD_KERNEL_OPTIONS TEST BENCHMARK NO_INSTALL)
 set(_MORELLO_ADD_KERNEL_ONE_VALUE SPEC NAME NAMESPACE ISA DB EXPORT)
-set(_MORELLO_CXX_KEYWORDS
-    alignas alignof and and_eq asm auto bitand bitor bool break case catch char char8_t char16_t
-    char32_t class compl concept const consteval constexpr constinit const_cast continue co_await
-    co_return co_yield decltype default delete do double dynamic_cast else enum explicit export extern
-    false float for friend goto if inline int long mutable namespace new noexcept not not_eq nullptr
-    operator or or_eq private protected public register reinterpret_cast requires return short signed
-    sizeof static static_assert static_cast struct switch template this thread_local throw true try
-    typedef typeid typename union unsigned using virtual void volatile wchar_t while xor xor_eq)
+# C++ reserved words, shared with the Python CLI (codegen.CXX_KEYWORDS): one per line.
+file(STRINGS "${CMAKE_CURRENT_LIST_DIR}/cxx_keywords.txt" _MORELLO_CXX_KEYWORDS)
 
 # Write only when the content changes, so that dependents stay up to date.
 function(_morello_write_if_changed path content)

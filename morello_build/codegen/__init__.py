@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from functools import cache
+from pathlib import Path
 
 from morello_build import __version__
 from morello_build.codegen.isa import ISAS, IsaInfo, isa_info
@@ -20,16 +21,9 @@ from morello_build.spec import DType, UserSpec, format_spec
 
 __all__ = ["emit_header", "CodegenError", "runtime_namespace", "is_cxx_identifier"]
 
-# Reserved words a generated function or namespace name must not be (the list in MorelloBuildFunctions.cmake).
-CXX_KEYWORDS = frozenset("""
-    alignas alignof and and_eq asm auto bitand bitor bool break case catch char char8_t char16_t
-    char32_t class compl concept const consteval constexpr constinit const_cast continue co_await
-    co_return co_yield decltype default delete do double dynamic_cast else enum explicit export extern
-    false float for friend goto if inline int long mutable namespace new noexcept not not_eq nullptr
-    operator or or_eq private protected public register reinterpret_cast requires return short signed
-    sizeof static static_assert static_cast struct switch template this thread_local throw true try
-    typedef typeid typename union unsigned using virtual void volatile wchar_t while xor xor_eq
-""".split())
+# Reserved words a generated function or namespace name must not be; MorelloBuildFunctions.cmake reads
+# the same file to check NAME and NAMESPACE at configure time.
+CXX_KEYWORDS = frozenset((Path(__file__).resolve().parents[1] / "cmake" / "cxx_keywords.txt").read_text().split())
 
 
 def is_cxx_identifier(name: str) -> bool:
