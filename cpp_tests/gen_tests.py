@@ -48,6 +48,7 @@ MAIN = [
     "matmul 64x64x64",
     "matmul 24x64x48 serial",
     "matmul 30x600x70",  # k split with its first slice peeled, a loop over the next ones, a ragged one
+    "matmul 8x600x20 a=bf16 b=bf16 c=bf16",  # long k, bf16 C: accumulated in f32 and rounded once
     "matmul 1x2048x256 a=bf16 b=bf16:col",
     "matmul 1x2048x16384 b=bf16:col",
 ]

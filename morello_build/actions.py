@@ -96,7 +96,10 @@ class Tile:
         dims = tuple(d for d, (t, f) in enumerate(zip(self.tile, full)) if t < f)
         if not dims or any(t < 1 for t in self.tile) or not respects_strips(op, self.tile):
             return None
-        peel = not op.accum and any(d in op.reduction_dims for d in dims)
+        splits = any(d in op.reduction_dims for d in dims)
+        if splits and op.c.dtype == DType.BF16 and op.c.level in (Level.GL, Level.L1):
+            return None  # partial sums would be rounded to bf16 after every slice: accumulate in f32
+        peel = not op.accum and splits
         if peel and (self.parallel or len(dims) > 1 or op.c.level in (Level.VRF, Level.RF)):
             return None  # zeroing registers is free: peeling saves only the zeroing of C in memory
         regions = list(loop_regions(full, self.tile, dims))

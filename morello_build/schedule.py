@@ -139,6 +139,9 @@ def split(spec, k: int, *, body: Builder | None = None, target=None):
     full = op.iter_shape
     if not 1 <= k < full[2]:
         raise ValueError(f"split: k={k} must be between 1 and {full[2] - 1} (K is {full[2]})")
+    if op.c.dtype == DType.BF16 and op.c.level in (Level.GL, Level.L1):
+        raise ValueError(f"split: C of {spec.describe()} is bf16 in memory, so every slice would round the "
+                         f"partial sums to bf16; move C to registers first")
     tile = (full[0], full[1], int(k), full[3])
     return _apply(spec, Tile(tile), target, f"split k by {k}", 0, body)
 

@@ -314,3 +314,26 @@ def test_l2_reuse_credit_counts_operands_the_loop_does_not_index():
             loop = Search(target).apply(spec, Tile(tile))
             bodies = sum(r.count * (r.body.cost + c.loop_iter) for r in loop.regions)
             assert loop.cost == pytest.approx(bodies - credit)
+
+
+
+def test_bf16_output_in_memory_is_never_split_along_k():
+    """Each slice of a k split would round C's partial sums to bf16 (64x4096x64 in bf16 was split in 16
+    slices): the reduction must accumulate in f32 registers and round once. With C in registers, or an
+    f32 C, the split is fine."""
+    from morello_build import schedule as S
+    from morello_build.actions import Tile
+    from morello_build.spec import parse_spec
+
+    target = TARGETS["avx512_bf16"]
+    split = Tile((1, 64, 256, 64))
+    for text, allowed in (("matmul 64x4096x64 a=bf16 b=bf16 c=bf16", False), ("matmul 64x4096x64 a=bf16 b=bf16", True)):
+        assert (split.plan(parse_spec(text).to_spec(target.limits()), target) is not None) == allowed, text
+    with pytest.raises(ValueError, match="round the partial sums to bf16"):
+        S.split("matmul 8x600x20 a=bf16 b=bf16 c=bf16", 64, target=target)
+    in_registers = S.move("matmul 6x600x16 a=bf16 b=bf16 c=bf16", "c", "VRF", target=target,
+                          body=lambda s: S.to_accum(s, target=target, body=lambda t: S.split(t, 64, target=target)))
+    rng = np.random.default_rng(3)
+    a, b = (rng.standard_normal(t.shape).astype(np.float32) for t in in_registers.spec.op.operands[:2])
+    got, want = interpret(in_registers, a, b), reference(in_registers.spec, a, b)
+    np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=2 ** -7, atol=1e-3)
