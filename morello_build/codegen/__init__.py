@@ -8,6 +8,7 @@ Output is a pure function of (spec, program, target, name, namespace): same inpu
 """
 from __future__ import annotations
 
+import hashlib
 import re
 from functools import cache
 from pathlib import Path
@@ -24,6 +25,7 @@ __all__ = ["emit_header", "CodegenError", "runtime_namespace", "is_cxx_identifie
 # Reserved words a generated function or namespace name must not be; MorelloBuildFunctions.cmake reads
 # the same file to check NAME and NAMESPACE at configure time.
 CXX_KEYWORDS = frozenset((Path(__file__).resolve().parents[1] / "cmake" / "cxx_keywords.txt").read_text().split())
+_TEMPLATES = Path(__file__).resolve().parents[1] / "templates"
 
 
 def is_cxx_identifier(name: str) -> bool:
@@ -31,8 +33,14 @@ def is_cxx_identifier(name: str) -> bool:
     return re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) is not None and name not in CXX_KEYWORDS
 
 
+@cache
 def runtime_namespace() -> str:
-    return "morello_rt_v" + re.sub(r"[^0-9A-Za-z]", "_", __version__)
+    """Shared by the headers of one generator version and runtime: the digest of the runtime and ISA
+    helper templates keeps headers from builds with different runtimes apart (one ODR definition each)."""
+    digest = hashlib.sha256()
+    for name in sorted(p.name for p in _TEMPLATES.iterdir() if p.name.startswith(("runtime", "isa_"))):
+        digest.update((_TEMPLATES / name).read_bytes())
+    return f"morello_rt_v{re.sub(r'[^0-9A-Za-z]', '_', __version__)}_{digest.hexdigest()[:8]}"
 
 
 @cache
