@@ -127,7 +127,8 @@ class Tile:
 
 @dataclass(frozen=True)
 class MoveOperand:
-    """Give one operand a new buffer at ``level`` (L1 with no layout/dtype change is a cache view)."""
+    """Give one operand a new buffer at ``level`` (L1 with no layout/dtype change is a cache view; GL
+    with a layout is a scratch block: a dense copy, at most ``target.scratch_bytes``)."""
 
     operand: int
     level: Level
@@ -145,12 +146,15 @@ class MoveOperand:
     def buffer_bytes(self, buf: TensorSpec, target) -> int:
         if buf.level == Level.VRF:
             return registers(buf, target) * target.vector_bytes
+        if buf.level == Level.L1:  # a view keeps its source's stride class (new buffers are dense)
+            return costmodel.view_footprint(buf, target)
         return buf.layout.buffer_elements(buf.shape) * buf.dtype.bytes
 
     def plan(self, spec: Spec, target) -> Plan | None:
         op, i = spec.op, self.operand
         t = op.operands[i]
-        if t.level >= self.level and not (t.level == Level.L1 and self.level == Level.L1 and self.layout):
+        repack = self.layout is not None and t.level == self.level and t.level in (Level.GL, Level.L1)
+        if t.level >= self.level and not repack:
             return None
         if self.level == Level.VRF and target.lanes == 0:
             return None
@@ -158,11 +162,11 @@ class MoveOperand:
         view = buf.layout == t.layout and buf.dtype == t.dtype and buf.level == Level.L1 and t.level == Level.GL
         if buf.level == Level.L1 and not view and buf.layout == t.layout and buf.dtype == t.dtype:
             return None  # a copy that changes nothing
-        if view and costmodel.strided_runs(t) > target.l1_ways:
-            # Specs do not know the parent's stride; at the usual power-of-two strides the runs of a tile
-            # map to the same cache sets, and more runs than ways evict each other (pack instead).
-            return None
+        if view and costmodel.view_evicts(t, target):
+            return None  # pack instead
         nbytes = self.buffer_bytes(buf, target)
+        if buf.level == Level.GL and (nbytes > target.scratch_bytes or (t.runs() == 1 and buf.layout == t.layout)):
+            return None  # a scratch block must stay in L2, and copying a dense tile as it is changes nothing
         limits = spec.limits.minus(self.level, nbytes)
         if limits is None:
             return None
@@ -267,12 +271,28 @@ def _move_options(op, i, target):
             opts.append(MoveOperand(i, Level.L1, packed(2, w), DType.F32))
         if i == 0 and w and op.b.dtype == DType.BF16 and op.iter_shape[2] > 1:
             opts.append(MoveOperand(i, Level.L1, interleaved(row_major(), 2, 2 * w), DType.F32))
+        if i == 0 and _worth_a_block(op, target):
+            # GotoBLAS's A block: rows of a stride class evict each other in L2 (and L1); a dense copy in
+            # main memory (L2-resident) lets the loops around it reuse the block (B is packed per panel).
+            opts.append(MoveOperand(i, Level.GL, row_major()))
     if t.level in (Level.GL, Level.L1):
         if target.lanes and (is_output or (i == 1 and isinstance(op, Matmul) and op.iter_shape[2] == 1)):
             opts.append(MoveOperand(i, Level.VRF))
         if t.volume * 4 <= target.limits().rf and (is_output or t.volume == 1):
             opts.append(MoveOperand(i, Level.RF))
     return opts
+
+
+def _worth_a_block(op, target) -> bool:
+    """Whether to offer a scratch copy of A: its rows evict each other in L2, it fills a quarter to all
+    of the scratch budget (smaller blocks waste L2), and the columns of C reuse it at least as often as
+    it has rows (the copy costs a pass over the block). Each offer is a subtree of the search: these
+    bounds keep the search of a 1024^3 GEMM at twice the specs instead of three times."""
+    a, (_, m, _, n) = op.a, op.iter_shape
+    return (
+        costmodel.l2_evicts(a, target) and target.scratch_bytes // 4 <= a.bytes <= target.scratch_bytes
+        and n >= m
+    )
 
 
 def enumerate_actions(spec: Spec, target):

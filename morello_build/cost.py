@@ -25,13 +25,32 @@ def shared_output_cost(spec, target) -> float:
     """A parallel task's output tile in main memory: each strided run (a row part of a wider row) has
     edges on lines that other tasks write, so tasks should own whole rows where they can."""
     op = spec.op
-    runs = sum(strided_runs(op.operands[i]) for i in op.outputs if op.operands[i].level == Level.GL)
+    runs = sum(op.operands[i].runs() for i in op.outputs if op.operands[i].level == Level.GL)
     return runs * target.costs.shared_line
 
 
-def strided_runs(t: TensorSpec) -> int:
-    """How many separate contiguous runs a tile is made of (1 for a dense tile)."""
-    return ceil(t.layout.buffer_elements(t.shape) / t.layout.contiguous_run(t.shape, t.contig))
+def runs_per_set(t: TensorSpec, cache_bytes: int, ways: int) -> int:
+    """How many runs of a tile with a stride class share each set of a cache: all of them when the
+    class is a multiple of the set period (cache_bytes / ways), else one per period/alias runs."""
+    return ceil(t.runs() / max(1, cache_bytes // ways // t.alias))
+
+
+def view_evicts(t: TensorSpec, target) -> bool:
+    """Whether a cache view of ``t`` would evict itself: more of its runs than ways share an L1 set. At
+    an unknown stride, assume the usual power-of-two one, where all runs may collide; a stride class
+    says how many do (view_footprint charges the ways they take from the buffers around them)."""
+    per_set = runs_per_set(t, target.l1_bytes, target.l1_ways) if t.alias else t.runs()
+    return per_set > target.l1_ways
+
+
+def view_footprint(t: TensorSpec, target) -> int:
+    """L1 bytes a cache view takes from the other buffers. Runs of a stride class fill whole ways of
+    the few sets they map to, so the view costs those ways in every set (runs per set x set period): six
+    rows 4 KiB apart leave no room for a 32 KiB B panel beside them in a 48 KiB, 12-way L1."""
+    nbytes = t.layout.buffer_elements(t.shape) * t.dtype.bytes
+    if not t.alias:
+        return nbytes
+    return max(nbytes, runs_per_set(t, target.l1_bytes, target.l1_ways) * (target.l1_bytes // target.l1_ways))
 
 
 def l2_reuse_credit(body, dims, trips: int, target) -> float:
@@ -43,8 +62,17 @@ def l2_reuse_credit(body, dims, trips: int, target) -> float:
     gl = [(i, t) for i, t in enumerate(op.operands) if t.level == Level.GL]
     if trips < 2 or sum(t.bytes for _, t in gl) > target.l2_bytes:
         return 0.0
-    invariant = sum(t.lines() for i, t in gl if not any(d in dims for d in op.operand_iter_dims[i]))
+    invariant = sum(
+        t.lines() for i, t in gl
+        if not any(d in dims for d in op.operand_iter_dims[i]) and not l2_evicts(t, target)
+    )
     return (trips - 1) * invariant * (c.gl_line - c.l2_line)
+
+
+def l2_evicts(t: TensorSpec, target) -> bool:
+    """A tile whose runs take more than half the ways of an L2 set (a stride class) does not stay in L2:
+    the other operands need the rest."""
+    return t.alias > 0 and runs_per_set(t, target.l2_bytes, target.l2_ways) > target.l2_ways // 2
 
 
 def view_cost(operand: TensorSpec, target) -> float:

@@ -151,10 +151,10 @@ _DTYPES = {d.value: d for d in DType}
 
 
 def move(spec, operand, level, layout=None, dtype=None, *, body: Builder | None = None, target=None):
-    """Give ``operand`` ('a', 'b', 'c'; 'src'/'dst' of a move) a new buffer at ``level`` ('L1', 'VRF',
-    'RF' or a Level) with ``layout`` (a Layout, 'row' or 'col'; None keeps it: at L1 that is a cache view
-    with no copy) and ``dtype`` ('f32'/'bf16' or a DType; registers always hold f32). Outputs are stored
-    back after the body."""
+    """Give ``operand`` ('a', 'b', 'c'; 'src'/'dst' of a move) a new buffer at ``level`` ('GL', 'L1',
+    'VRF', 'RF' or a Level) with ``layout`` (a Layout, 'row' or 'col'; None keeps it: at L1 that is a
+    cache view with no copy; at GL a layout is required: a dense scratch block) and ``dtype``
+    ('f32'/'bf16' or a DType; registers always hold f32). Outputs are stored back after the body."""
     target = _target(target)
     spec = to_spec(spec, target)
     op = spec.op
@@ -183,10 +183,10 @@ def move(spec, operand, level, layout=None, dtype=None, *, body: Builder | None 
         dtype = _DTYPES[dtype]
     t = op.operands[i]
     what = f"move {names[i]} -> {level.name}"
-    if t.level >= level and not (t.level == Level.L1 == level and layout is not None):
+    if level == Level.GL and layout is None:
+        raise ValueError(f"{what}: a scratch block in main memory needs a layout")
+    if t.level >= level and not (t.level == level and level in (Level.GL, Level.L1) and layout is not None):
         raise ValueError(f"{what}: operand {names[i]} is already at {t.level.name}; moves go to faster levels")
-    if level == Level.GL:
-        raise ValueError(f"{what}: cannot move to main memory")
     if level == Level.VRF and target.lanes == 0:
         raise ValueError(f"{what}: target {target.isa} has no vector registers")
     action = MoveOperand(i, level, layout, dtype)
@@ -196,6 +196,10 @@ def move(spec, operand, level, layout=None, dtype=None, *, body: Builder | None 
         left = spec.limits.get(level)
         if left is not None and nbytes > left:
             why = f"the buffer needs {nbytes} bytes, {left} left at {level.name}"
+        elif level == Level.GL and nbytes > target.scratch_bytes:
+            why = f"a scratch block holds at most {target.scratch_bytes} bytes (L2-resident), this one {nbytes}"
+        elif _is_view(action, t, target):
+            why = f"a cache view of its {t.runs()} rows {t.alias} bytes apart would evict itself or the L1 buffers; pack it"
         else:
             why = "the copy would change nothing (same layout and dtype)"
         raise ValueError(f"{what} does not apply to {spec.describe()}: {why}")

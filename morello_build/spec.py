@@ -47,10 +47,12 @@ class TensorSpec:
     level: Level = Level.GL
     contig: int = 3  # innermost layout digits over which this tile is dense (see layout.py)
     vector_size: int | None = None  # elements per vector register, when level is VRF
+    alias: int = 0  # stride class of the tile's runs in memory (see alias_stride)
 
     def __post_init__(self):
         object.__setattr__(
-            self, "_hash", hash((self.shape, self.dtype, self.layout, self.level, self.contig, self.vector_size))
+            self, "_hash",
+            hash((self.shape, self.dtype, self.layout, self.level, self.contig, self.vector_size, self.alias)),
         )
 
     def __hash__(self) -> int:
@@ -58,7 +60,7 @@ class TensorSpec:
 
     @property
     def bytes(self) -> int:
-        return self.layout.buffer_elements(self.shape) * self.dtype.bytes
+        return _elements(self) * self.dtype.bytes
 
     @property
     def volume(self) -> int:
@@ -71,28 +73,73 @@ class TensorSpec:
         return _canonical(self)
 
     def lines(self) -> int:
-        return self.layout.cache_lines(self.shape, self.contig, self.dtype.bytes)
+        return _lines(self)
 
     def unit_stride(self, dim: int) -> bool:
         return self.layout.is_unit_stride_run(self.shape, self.contig, dim)
 
+    def runs(self) -> int:
+        """How many separate contiguous runs the tile is made of (1 for a dense tile)."""
+        return _runs(self)
+
+    def rows(self) -> int:
+        """Lines along the innermost digit of extent > 1 (so unit digits, which canonical forms strip,
+        change nothing): the runs a tile of this tile can have, except that the elements of a column
+        one element wide are runs of their own, and count as one row here."""
+        inner = [d for d, e in zip(self.layout.digits, self.layout.extents(self.shape)) if e > 1]
+        return self.volume // self.shape[inner[-1].dim] if inner else 1
+
     def describe(self) -> str:
         s = "x".join(map(str, self.shape))
         vs = f"/{self.vector_size}" if self.vector_size else ""
-        return f"{self.dtype.value}[{s}]{{{self.layout.name}}}@{self.level.name}{vs}"
+        alias = f"~{self.alias // 1024}K" if self.alias else ""
+        return f"{self.dtype.value}[{s}]{{{self.layout.name}}}@{self.level.name}{vs}{alias}"
+
+
+# Cached per tile: the search asks for the same tiles' sizes many times.
+@lru_cache(maxsize=1 << 18)
+def _elements(t: TensorSpec) -> int:
+    return t.layout.buffer_elements(t.shape)
+
+
+@lru_cache(maxsize=1 << 18)
+def _lines(t: TensorSpec) -> int:
+    return t.layout.cache_lines(t.shape, t.contig, t.dtype.bytes)
+
+
+@lru_cache(maxsize=1 << 18)
+def _runs(t: TensorSpec) -> int:
+    return -(-_elements(t) // t.layout.contiguous_run(t.shape, t.contig))
+
+
+ALIAS_MIN = 4096  # the L1 set period of x86 cores (32 KiB 8-way, 48 KiB 12-way): runs this far apart collide
+ALIAS_MAX = 1 << 20  # a larger stride class would change no cost decision (L2 set periods are smaller)
+
+
+def alias_stride(run_stride_bytes: int) -> int:
+    """The stride class of a tensor whose runs (rows) start ``run_stride_bytes`` apart: the largest power
+    of two dividing the stride, when that is at least ``ALIAS_MIN`` (else 0). Runs whose addresses
+    differ by a multiple of 2^j share cache sets in every cache whose set period divides 2^j, so this
+    is what the cost model needs to tell a self-evicting tile (rows of a 1024-wide f32 matrix, 4 KiB
+    apart) from a benign one (256 wide, 1 KiB apart); the stride itself would split the memo for no gain."""
+    p = run_stride_bytes & -run_stride_bytes
+    return min(p, ALIAS_MAX) if p >= ALIAS_MIN else 0
 
 
 @lru_cache(maxsize=1 << 18)
 def _tile(t: TensorSpec, shape: tuple[int, int, int]) -> TensorSpec:
     contig = t.layout.tile_contiguity(shape, t.shape, t.contig)
-    return TensorSpec(shape, t.dtype, t.layout, t.level, contig, t.vector_size)
+    return TensorSpec(shape, t.dtype, t.layout, t.level, contig, t.vector_size, t.alias)
 
 
 @lru_cache(maxsize=1 << 18)
 def _canonical(t: TensorSpec) -> TensorSpec:
+    """Layouts without unit digits, vector sizes only in VRF, stride classes only in main memory on
+    tiles of several rows (runs of the innermost dim: a single row's tiles never have a stride)."""
     layout, contig = t.layout.canonical(t.shape, t.contig)
     vs = t.vector_size if t.level == Level.VRF else None
-    return TensorSpec(t.shape, t.dtype, layout, t.level, contig, vs)
+    alias = t.alias if t.level == Level.GL and t.rows() > 1 else 0
+    return TensorSpec(t.shape, t.dtype, layout, t.level, contig, vs, alias)
 
 
 # -- operations ------------------------------------------------------------------------------------
@@ -223,9 +270,29 @@ class Spec:
         return f"{op.kind}({args}){flags}"
 
 
+# A stride class matters to a matmul's output only through L2 reuse (cost.l2_evicts), which needs more
+# runs than half the ways of an L2 set (16 on every target), and not at all to moves and zeroing. A tile
+# of at most this many rows has no tile with more runs.
+OUTPUT_ALIAS_RUNS = 8
+
+
+_ROLES = {"matmul": ("input", "input", "matmul"), "move": ("move", "move"), "zero": ("zero",)}
+
+
+@lru_cache(maxsize=1 << 18)
 def canonicalize(spec: Spec) -> Spec:
-    """Normal form for memoization: layouts stripped of unit digits, vector sizes only in VRF."""
-    return Spec(spec.op.with_operands(tuple(_canonical(t) for t in spec.op.operands)), spec.limits)
+    """Normal form for memoization (see _canonical), without the stride classes that change no decision,
+    so that specs differing only there share memo entries."""
+    op = spec.op
+    return Spec(op.with_operands(tuple(map(_canonical_operand, op.operands, _ROLES[op.kind]))), spec.limits)
+
+
+@lru_cache(maxsize=1 << 18)
+def _canonical_operand(t: TensorSpec, role: str) -> TensorSpec:
+    """``role``: "input" (of a matmul), "matmul" (its output), "move" or "zero"."""
+    if t.alias and (role in ("move", "zero") or (role == "matmul" and t.rows() <= OUTPUT_ALIAS_RUNS)):
+        t = replace(t, alias=0)
+    return _canonical(t)
 
 
 # -- the spec string grammar (contract) -----------------------------------------------------------
@@ -250,7 +317,8 @@ class UserSpec:
     def to_spec(self, limits: MemoryLimits | None = None) -> Spec:
         shapes = ((self.batch, self.m, self.k), (self.batch, self.k, self.n), (self.batch, self.m, self.n))
         ops = tuple(
-            TensorSpec(shape, dt, _LAYOUTS[lay]) for shape, dt, lay in zip(shapes, self.dtypes, self.layouts)
+            TensorSpec(shape, dt, _LAYOUTS[lay], alias=alias_stride(shape[1 if lay == "col" else 2] * dt.bytes))
+            for shape, dt, lay in zip(shapes, self.dtypes, self.layouts)
         )
         op = Matmul(*ops, accum=self.accum, serial=self.serial)
         return canonicalize(Spec(op, limits) if limits else Spec(op))

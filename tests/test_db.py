@@ -18,7 +18,7 @@ from morello_build.spec import parse_spec
 from morello_build.target import get_target
 
 ISA = "avx2"  # small register file: quick searches that still use every action
-SPECS = ["matmul 4x8x8", "matmul 3x5x6 b=bf16:col", "matmul 2x4x16 serial"]
+SPECS = ["matmul 4x8x8", "matmul 3x5x6 b=bf16:col", "matmul 2x4x16 serial", "matmul 3x1024x2 serial"]  # the last: A rows 4 KiB apart (a stride class)
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -109,7 +109,7 @@ def test_select_kernel_leaf():
         (lambda s, t: S.tile_out(s, (2,), target=t), "2 or 3 sizes"),
         (lambda s, t: S.move(s, "x", "L1", target=t), "unknown operand"),
         (lambda s, t: S.move(s, "a", "L7", target=t), "unknown level"),
-        (lambda s, t: S.move(s, "a", "GL", target=t), "faster levels"),
+        (lambda s, t: S.move(s, "a", "GL", target=t), "needs a layout"),
         (lambda s, t: S.move(s, "a", "L1", layout="diag", target=t), "unknown layout"),
         (lambda s, t: S.move(s, "a", "L1", dtype="f64", target=t), "unknown dtype"),
         (lambda s, t: S.select(s, "nope", t), "unknown kernel"),

@@ -133,7 +133,7 @@ def tensor_specs(draw):
     layout = draw(layouts)
     level = draw(st.sampled_from(list(Level)))
     t = TensorSpec(shape, draw(st.sampled_from(list(DType))), layout, level, len(layout.digits),
-                   draw(st.sampled_from([None, 8, 16])))
+                   draw(st.sampled_from([None, 8, 16])), draw(st.sampled_from([0, 4096, 8192])))
     # Then take a random tile of it (tiles carry the contiguity they inherit).
     tile = tuple(draw(st.integers(1, s)) for s in shape)
     return draw(st.sampled_from([t, t.tile(tile)]))

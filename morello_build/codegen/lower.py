@@ -172,6 +172,11 @@ class Lowerer:
             root = self.fresh("rf")
             count = buf.layout.buffer_elements(buf.shape)
             self.emit(f"float {root}[{count}];")
+        elif level == Level.GL:  # a scratch block: too big for the stack of a pool's worker thread
+            root = self.fresh("buf")
+            n = buf.layout.buffer_elements(buf.shape)
+            self.emit(f"{self.rt}::Scratch<{buf.dtype.ctype}> {root}_owner({n});")
+            self.emit(f"{buf.dtype.ctype}* const {root} = {root}_owner.data;")
         else:
             root = self.fresh("buf")
             n = buf.layout.buffer_elements(buf.shape)

@@ -2,7 +2,7 @@
 
 A canonical spec is split into
 - a *key*: everything discrete (op kind, batch, per operand dtype / layout digits / level / contiguity /
-  vector size, accum, serial, and per shape dim whether its size is a power of two), and
+  vector size / stride class, accum, serial, and per shape dim whether its size is a power of two), and
 - a *point*: three shape coordinates and the three memory limits (L1, VRF, RF bytes).
 
 Shape coordinates are ``log2(size)`` for powers of two and, for other sizes, their index among the
@@ -53,21 +53,21 @@ def coord_size(mode: str, c: int) -> int:
 
 # -- keys and points -------------------------------------------------------------------------------
 # Key text: "kind|batch|modes|accum serial|operand|operand..." with each operand
-# "dtype/level/contig/vector size/dim.div.mod;dim.div.mod..." (empty fields for None).
+# "dtype/level/contig/vector size/alias/dim.div.mod;dim.div.mod..." (empty fields for None).
 @lru_cache(maxsize=4096)
-def _tensor_key(dtype: DType, layout: Layout, level: Level, contig: int, vs: int | None) -> str:
+def _tensor_key(dtype: DType, layout: Layout, level: Level, contig: int, vs: int | None, alias: int) -> str:
     digits = ";".join(f"{d.dim}.{d.div}.{'' if d.mod is None else d.mod}" for d in layout.digits)
-    return f"{dtype.value}/{int(level)}/{contig}/{'' if vs is None else vs}/{digits}"
+    return f"{dtype.value}/{int(level)}/{contig}/{'' if vs is None else vs}/{alias}/{digits}"
 
 
 def _tensor_from(text: str, shape) -> TensorSpec:
-    dtype, level, contig, vs, digits = text.split("/")
+    dtype, level, contig, vs, alias, digits = text.split("/")
     ds = []
     for part in digits.split(";") if digits else ():
         dim, div, mod = part.split(".")
         ds.append(Digit(int(dim), int(div), int(mod) if mod else None))
     return TensorSpec(shape, DType(dtype), Layout(tuple(ds)), Level(int(level)), int(contig),
-                      int(vs) if vs else None)
+                      int(vs) if vs else None, int(alias))
 
 
 @lru_cache(maxsize=1 << 16)
@@ -83,7 +83,7 @@ def op_key(op) -> tuple[str, tuple[int, int, int], int]:
         modes += "-"
         coords.append(0)
     parts = [op.kind, str(shape[0]), modes, f"{int(op.accum)}{int(op.serial)}"]
-    parts += [_tensor_key(t.dtype, t.layout, t.level, t.contig, t.vector_size) for t in op.operands]
+    parts += [_tensor_key(t.dtype, t.layout, t.level, t.contig, t.vector_size, t.alias) for t in op.operands]
     return "|".join(parts), tuple(coords), prod(shape)
 
 

@@ -45,7 +45,9 @@ class Target:
     vector_regs: int
     l1_bytes: int = 48 * 1024
     l2_bytes: int = 1024 * 1024  # per core
-    l1_ways: int = 12  # a cache view of more strided runs than this may evict itself (see actions.py)
+    l1_ways: int = 12  # a cache view of more strided runs than this may evict itself (cost.view_evicts)
+    l2_ways: int = 16
+    scratch_bytes: int = 256 * 1024  # largest packing buffer in main memory: a quarter of L2 (GotoBLAS's A block)
     scalar_regs: int = 12
     cores: int = 2
     costs: CostTable = field(default_factory=CostTable)

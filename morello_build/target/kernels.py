@@ -202,13 +202,14 @@ def _scalar_move_cost(op, target):
 
 
 def _copy_applies(op, target):
-    return op.src.level in MEMORY and op.dst.level == Level.L1
+    return op.src.level in MEMORY and op.dst.level in MEMORY
 
 
 def _copy_cost(op, target):
     c = target.costs
     line = c.gl_line if op.src.level == Level.GL else c.l1_line
-    return op.src.volume * c.copy_elem + op.src.lines() * line
+    spill = op.dst.lines() * c.l2_line if op.dst.level == Level.GL else 0.0  # a scratch block leaves L1
+    return op.src.volume * c.copy_elem + op.src.lines() * line + spill
 
 
 # -- zeroing ---------------------------------------------------------------------------------------
@@ -257,7 +258,7 @@ CATALOG = (
     KernelDef("scalar_store", "move", frozenset(), _scalar_store_applies, _scalar_move_cost,
               "one element from a scalar register (rounded to bf16 if needed)"),
     KernelDef("copy", "move", frozenset(), _copy_applies, _copy_cost,
-              "packing copy into an L1 buffer: new layout and/or dtype (loop nest)"),
+              "packing copy into an L1 buffer or a scratch block: new layout and/or dtype (loop nest)"),
     KernelDef("vzero", "zero", _VEC, _vzero_applies, _vzero_cost, "zero vector registers"),
     KernelDef("szero", "zero", frozenset(), _szero_applies, _szero_cost, "zero scalar registers"),
     KernelDef("memzero", "zero", frozenset(), _memzero_applies, _memzero_cost, "zero a memory tile"),
