@@ -106,17 +106,21 @@ def test_benign_strides_get_no_scratch():
 
 @pytest.mark.parametrize("isa", ["scalar", "avx2", "avx512"])
 def test_scratch_block_compiles_and_matches_the_reference(isa, tmp_path):
-    """A pinned scratch copy of A (f32, and bf16 widened on the way) inside a peeled split of k, at
-    awkward sizes, compiled and compared with the reference loop."""
+    """Pinned scratch blocks inside a peeled split of k, at awkward sizes: A (f32, and bf16 widened on the
+    way) and B in padded panels; compiled and compared with the reference loop."""
     from morello_build import schedule as S
     from morello_build.codegen import emit_header
     from morello_build.codegen.testing import check_headers
 
     t = TARGETS[isa]
     kernels = []
-    for i, (text, dtype) in enumerate((("matmul 37x70x29", None), ("matmul 13x45x17 a=bf16", "f32"))):
+    cases = (
+        ("matmul 37x70x29", "a", "row", None),
+        ("matmul 13x45x17 a=bf16", "a", "row", "f32"),
+    ) + ((("matmul 9x40x21", "b", S.packed(2, t.lanes), None),) if t.lanes else ())  # padded panels of W columns
+    for i, (text, operand, layout, dtype) in enumerate(cases):
         impl = S.split(text, 32, target=t,
-                       body=lambda s: S.move(s, "a", "GL", layout="row", dtype=dtype, target=t))
+                       body=lambda s: S.move(s, operand, "GL", layout=layout, dtype=dtype, target=t))
         assert [m for m in _moves(impl) if m.buffer.level == Level.GL], "no scratch block in the program"
         kernels.append((text, emit_header(parse_spec(text), impl, t, name=f"k{i}", namespace="scr"), "scr", f"k{i}"))
     res = check_headers(kernels, tmp_path)

@@ -175,7 +175,8 @@ class Lowerer:
         elif level == Level.GL:  # a scratch block: too big for the stack of a pool's worker thread
             root = self.fresh("buf")
             n = buf.layout.buffer_elements(buf.shape)
-            self.emit(f"{self.rt}::Scratch<{buf.dtype.ctype}> {root}_owner({n});")
+            padded = "true" if n > prod(buf.shape) else "false"
+            self.emit(f"{self.rt}::Scratch<{buf.dtype.ctype}> {root}_owner({n}, {padded});")
             self.emit(f"{buf.dtype.ctype}* const {root} = {root}_owner.data;")
         else:
             root = self.fresh("buf")
