@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from typing import Callable
 
+from morello_build import cost as costmodel
 from morello_build.actions import MoveOperand, Select, Tile, ToAccum
 from morello_build.layout import Layout, col_major, interleaved, packed, row_major  # noqa: F401 (re-exported)
 from morello_build.search import NoProgram, Search
@@ -194,12 +195,15 @@ def move(spec, operand, level, layout=None, dtype=None, *, body: Builder | None 
         buf = action.buffer(t, target)
         nbytes = action.buffer_bytes(buf, target)
         left = spec.limits.get(level)
-        if left is not None and nbytes > left:
+        view = _is_view(action, t, target)
+        if view and t.alias:
+            why = f"a cache view of its {t.runs()} rows {t.alias} bytes apart would evict itself or the L1 buffers; pack it"
+        elif view and costmodel.view_evicts(t, target):
+            why = f"a cache view of its {t.runs()} strided runs (more than the {target.l1_ways} L1 ways) could evict itself; pack it"
+        elif left is not None and nbytes > left:
             why = f"the buffer needs {nbytes} bytes, {left} left at {level.name}"
         elif level == Level.GL and nbytes > target.scratch_bytes:
             why = f"a scratch block holds at most {target.scratch_bytes} bytes (L2-resident), this one {nbytes}"
-        elif _is_view(action, t, target):
-            why = f"a cache view of its {t.runs()} rows {t.alias} bytes apart would evict itself or the L1 buffers; pack it"
         else:
             why = "the copy would change nothing (same layout and dtype)"
         raise ValueError(f"{what} does not apply to {spec.describe()}: {why}")

@@ -5,6 +5,7 @@ reuse that cannot happen, and the search packs such an A into a dense scratch bl
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import numpy as np
 import pytest
@@ -125,3 +126,15 @@ def test_scratch_block_compiles_and_matches_the_reference(isa, tmp_path):
         kernels.append((text, emit_header(parse_spec(text), impl, t, name=f"k{i}", namespace="scr"), "scr", f"k{i}"))
     res = check_headers(kernels, tmp_path)
     assert res.ok, res.output
+
+
+@pytest.mark.parametrize("text, why", [
+    ("matmul 13x1024x8", "13 rows 4096 bytes apart would evict"),  # a stride class: all 13 rows in one set
+    ("matmul 13x1000x8", "13 strided runs (more than the 12 L1 ways)"),  # unknown stride: assume the worst
+])
+def test_schedule_explains_a_refused_view(text, why):
+    from morello_build import schedule as S
+
+    t = AVX512
+    with pytest.raises(ValueError, match=r"move a -> L1 does not apply .*" + re.escape(why)):
+        S.split(text, 64, target=t, body=lambda s: S.move(s, "a", "L1", target=t))
