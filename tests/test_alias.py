@@ -1,18 +1,17 @@
 """Stride classes: rows of a user's tensor that lie a multiple of 4 KiB apart share cache sets. Specs carry
-the class (TensorSpec.alias), the cost model refuses cache views that would evict themselves and L2
-reuse that cannot happen, and the search packs such an A into a dense scratch block (GotoBLAS's A block).
+the class (TensorSpec.alias); the cost model charges a cache view of such rows the L1 ways it takes and
+gives no L2 reuse to blocks that cannot stay in L2; the search packs such an A into a dense scratch block
+(GotoBLAS's A block).
 """
 from __future__ import annotations
 
 import dataclasses
 import re
 
-import numpy as np
 import pytest
 
 from morello_build.cost import l2_evicts, l2_reuse_credit, view_evicts, view_footprint
 from morello_build.impl import MoveImpl
-from morello_build.interpret import interpret, reference
 from morello_build.search import Search
 from morello_build.spec import (ALIAS_MAX, Level, Matmul, MemoryLimits, Move, Spec, alias_stride, canonicalize,
                                 parse_spec)
