@@ -69,6 +69,12 @@ def tile_op(op, shape, accum: bool = False):
     return replace(body, accum=True) if accum and not body.accum else body
 
 
+def rounds_partial_sums(op) -> bool:
+    """A split of k would round C's partial sums after every slice: C is bf16 in memory (accumulate in
+    f32 registers instead)."""
+    return op.c.dtype == DType.BF16 and op.c.level in (Level.GL, Level.L1)
+
+
 def round_limits(limits: MemoryLimits) -> MemoryLimits:
     return replace(limits, l1=limits.l1 - limits.l1 % L1_GRANULE)
 
@@ -97,8 +103,8 @@ class Tile:
         if not dims or any(t < 1 for t in self.tile) or not respects_strips(op, self.tile):
             return None
         splits = any(d in op.reduction_dims for d in dims)
-        if splits and op.c.dtype == DType.BF16 and op.c.level in (Level.GL, Level.L1):
-            return None  # partial sums would be rounded to bf16 after every slice: accumulate in f32
+        if splits and rounds_partial_sums(op):
+            return None
         peel = not op.accum and splits
         if peel and (self.parallel or len(dims) > 1 or op.c.level in (Level.VRF, Level.RF)):
             return None  # zeroing registers is free: peeling saves only the zeroing of C in memory
@@ -143,12 +149,17 @@ class MoveOperand:
         dtype = DType.F32 if self.level in (Level.VRF, Level.RF) else (self.dtype or t.dtype)
         return TensorSpec(t.shape, dtype, layout, self.level, len(layout.digits), vs)
 
+    @staticmethod
+    def is_view(t: TensorSpec, buf: TensorSpec) -> bool:
+        """Whether moving ``t`` into ``buf`` only relabels main-memory data as L1-resident (no copy)."""
+        return buf.layout == t.layout and buf.dtype == t.dtype and buf.level == Level.L1 and t.level == Level.GL
+
     def buffer_bytes(self, buf: TensorSpec, target) -> int:
         if buf.level == Level.VRF:
             return registers(buf, target) * target.vector_bytes
         if buf.level == Level.L1:  # a view keeps its source's stride class (new buffers are dense)
             return costmodel.view_footprint(buf, target)
-        return buf.layout.buffer_elements(buf.shape) * buf.dtype.bytes
+        return buf.bytes
 
     def plan(self, spec: Spec, target) -> Plan | None:
         op, i = spec.op, self.operand
@@ -159,7 +170,7 @@ class MoveOperand:
         if self.level == Level.VRF and target.lanes == 0:
             return None
         buf = self.buffer(t, target)
-        view = buf.layout == t.layout and buf.dtype == t.dtype and buf.level == Level.L1 and t.level == Level.GL
+        view = self.is_view(t, buf)
         if buf.level == Level.L1 and not view and buf.layout == t.layout and buf.dtype == t.dtype:
             return None  # a copy that changes nothing
         if view and costmodel.view_evicts(t, target):

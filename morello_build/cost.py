@@ -47,10 +47,9 @@ def view_footprint(t: TensorSpec, target) -> int:
     """L1 bytes a cache view takes from the other buffers. Runs of a stride class fill whole ways of
     the few sets they map to, so the view costs those ways in every set (runs per set x set period): six
     rows 4 KiB apart leave no room for a 32 KiB B panel beside them in a 48 KiB, 12-way L1."""
-    nbytes = t.layout.buffer_elements(t.shape) * t.dtype.bytes
     if not t.alias:
-        return nbytes
-    return max(nbytes, runs_per_set(t, target.l1_bytes, target.l1_ways) * (target.l1_bytes // target.l1_ways))
+        return t.bytes
+    return max(t.bytes, runs_per_set(t, target.l1_bytes, target.l1_ways) * (target.l1_bytes // target.l1_ways))
 
 
 def l2_reuse_credit(body, dims, trips: int, target) -> float:

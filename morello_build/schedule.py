@@ -26,7 +26,7 @@ from __future__ import annotations
 from typing import Callable
 
 from morello_build import cost as costmodel
-from morello_build.actions import MoveOperand, Select, Tile, ToAccum
+from morello_build.actions import MoveOperand, Select, Tile, ToAccum, rounds_partial_sums
 from morello_build.layout import Layout, col_major, interleaved, packed, row_major  # noqa: F401 (re-exported)
 from morello_build.search import NoProgram, Search
 from morello_build.spec import DType, Level, Spec, UserSpec, canonicalize, parse_spec
@@ -140,7 +140,7 @@ def split(spec, k: int, *, body: Builder | None = None, target=None):
     full = op.iter_shape
     if not 1 <= k < full[2]:
         raise ValueError(f"split: k={k} must be between 1 and {full[2] - 1} (K is {full[2]})")
-    if op.c.dtype == DType.BF16 and op.c.level in (Level.GL, Level.L1):
+    if rounds_partial_sums(op):
         raise ValueError(f"split: C of {spec.describe()} is bf16 in memory, so every slice would round the "
                          f"partial sums to bf16; move C to registers first")
     tile = (full[0], full[1], int(k), full[3])
@@ -195,7 +195,7 @@ def move(spec, operand, level, layout=None, dtype=None, *, body: Builder | None 
         buf = action.buffer(t, target)
         nbytes = action.buffer_bytes(buf, target)
         left = spec.limits.get(level)
-        view = _is_view(action, t, target)
+        view = action.is_view(t, buf)
         if view and t.alias:
             why = f"a cache view of its {t.runs()} rows {t.alias} bytes apart would evict itself or the L1 buffers; pack it"
         elif view and costmodel.view_evicts(t, target):
@@ -208,13 +208,8 @@ def move(spec, operand, level, layout=None, dtype=None, *, body: Builder | None 
             why = "the copy would change nothing (same layout and dtype)"
         raise ValueError(f"{what} does not apply to {spec.describe()}: {why}")
     is_output = i in op.outputs
-    main = 1 if (not is_output or op.accum) and not _is_view(action, t, target) else 0
+    main = 1 if (not is_output or op.accum) and not action.is_view(t, action.buffer(t, target)) else 0
     return _apply(spec, action, target, what, main, body)
-
-
-def _is_view(action: MoveOperand, t, target) -> bool:
-    buf = action.buffer(t, target)
-    return buf.layout == t.layout and buf.dtype == t.dtype and buf.level == Level.L1 and t.level == Level.GL
 
 
 def to_accum(spec, *, body: Builder | None = None, target=None):

@@ -24,8 +24,9 @@ __all__ = ["emit_header", "CodegenError", "runtime_namespace", "is_cxx_identifie
 
 # Reserved words a generated function or namespace name must not be; MorelloBuildFunctions.cmake reads
 # the same file to check NAME and NAMESPACE at configure time.
-CXX_KEYWORDS = frozenset((Path(__file__).resolve().parents[1] / "cmake" / "cxx_keywords.txt").read_text().split())
-_TEMPLATES = Path(__file__).resolve().parents[1] / "templates"
+_PACKAGE = Path(__file__).resolve().parents[1]
+CXX_KEYWORDS = frozenset((_PACKAGE / "cmake" / "cxx_keywords.txt").read_text().split())
+_TEMPLATES = _PACKAGE / "templates"
 
 
 def is_cxx_identifier(name: str) -> bool:

@@ -172,17 +172,15 @@ class Lowerer:
             root = self.fresh("rf")
             count = buf.layout.buffer_elements(buf.shape)
             self.emit(f"float {root}[{count}];")
-        elif level == Level.GL:  # a scratch block: too big for the stack of a pool's worker thread
-            root = self.fresh("buf")
-            n = buf.layout.buffer_elements(buf.shape)
-            padded = "true" if n > prod(buf.shape) else "false"
-            self.emit(f"{self.rt}::Scratch<{buf.dtype.ctype}> {root}_owner({n}, {padded});")
-            self.emit(f"{buf.dtype.ctype}* const {root} = {root}_owner.data;")
         else:
             root = self.fresh("buf")
             n = buf.layout.buffer_elements(buf.shape)
-            init = " = {}" if n > prod(buf.shape) else ""  # zeroed padding: deterministic, sanitizer-clean
-            self.emit(f"alignas(64) {buf.dtype.ctype} {root}[{n}]{init};")
+            padded = n > prod(buf.shape)  # zeroed padding: deterministic, sanitizer-clean
+            if level == Level.GL:  # a scratch block: too big for the stack of a pool's worker thread
+                self.emit(f"{self.rt}::Scratch<{buf.dtype.ctype}> {root}_owner({n}, {str(padded).lower()});")
+                self.emit(f"{buf.dtype.ctype}* const {root} = {root}_owner.data;")
+            else:
+                self.emit(f"alignas(64) {buf.dtype.ctype} {root}[{n}]{' = {}' if padded else ''};")
         new = Binding(root, buf.shape, buf.layout, buf.dtype, level, (Affine(),) * 3, self.W, count)
         if level in REGISTER_LEVELS:
             self.register_scope += 1
