@@ -75,8 +75,15 @@ def l2_evicts(t: TensorSpec, target) -> bool:
 
 
 def view_cost(operand: TensorSpec, target) -> float:
-    """Bringing a tile's lines from main memory once, so that the body reads it at L1 cost."""
-    return operand.lines() * target.costs.gl_line
+    """Bringing a tile's lines from main memory (or L2) once, so that the body reads it from the cache."""
+    c = target.costs
+    return operand.lines() * (c.gl_line if operand.level == Level.GL else c.l2_line)
+
+
+def fits_l2(t: TensorSpec, target) -> bool:
+    """Whether a block may be kept in L2. Specs carry no L2 limit: each L2 block is at most a quarter of
+    L2, and only the two inputs of a matmul get one (an A block, a B panel), so together they fit."""
+    return t.bytes <= target.l2_block_bytes
 
 
 def better(x, y) -> bool:

@@ -124,9 +124,9 @@ def max_peaks(*peaks: Peaks) -> Peaks:
 
 
 def add_peak(peaks: Peaks, level: Level, nbytes: int) -> Peaks:
-    if level == Level.GL:
+    if level in (Level.GL, Level.L2):
         return peaks
-    i = int(level) - 1
+    i = int(level) - int(Level.L1)
     return tuple(p + (nbytes if j == i else 0) for j, p in enumerate(peaks))
 
 

@@ -152,9 +152,9 @@ _DTYPES = {d.value: d for d in DType}
 
 
 def move(spec, operand, level, layout=None, dtype=None, *, body: Builder | None = None, target=None):
-    """Give ``operand`` ('a', 'b', 'c'; 'src'/'dst' of a move) a new buffer at ``level`` ('GL', 'L1',
-    'VRF', 'RF' or a Level) with ``layout`` (a Layout, 'row' or 'col'; None keeps it: at L1 that is a
-    cache view with no copy; at GL a layout is required: a dense scratch block) and ``dtype``
+    """Give ``operand`` ('a', 'b', 'c'; 'src'/'dst' of a move) a new buffer at ``level`` ('GL', 'L2', 'L1',
+    'VRF', 'RF' or a Level) with ``layout`` (a Layout, 'row' or 'col'; None keeps it: at L1 and L2 that is
+    a cache view with no copy; at GL a layout is required: a dense scratch block) and ``dtype``
     ('f32'/'bf16' or a DType; registers always hold f32). Outputs are stored back after the body."""
     target = _target(target)
     spec = to_spec(spec, target)
@@ -195,18 +195,10 @@ def move(spec, operand, level, layout=None, dtype=None, *, body: Builder | None 
         buf = action.buffer(t, target)
         nbytes = action.buffer_bytes(buf, target)
         left = spec.limits.get(level)
-        view = action.is_view(t, buf)
-        if view and t.alias:
-            why = f"a cache view of its {t.runs()} rows {t.alias} bytes apart would evict itself or the L1 buffers; pack it"
-        elif view and costmodel.view_evicts(t, target):
-            why = f"a cache view of its {t.runs()} strided runs (more than the {target.l1_ways} L1 ways) could evict itself; pack it"
-        elif left is not None and nbytes > left:
+        why = action.refusal(t, buf, target)
+        if why is None and left is not None and nbytes > left:
             why = f"the buffer needs {nbytes} bytes, {left} left at {level.name}"
-        elif level == Level.GL and nbytes > target.scratch_bytes:
-            why = f"a scratch block holds at most {target.scratch_bytes} bytes (L2-resident), this one {nbytes}"
-        else:
-            why = "the copy would change nothing (same layout and dtype)"
-        raise ValueError(f"{what} does not apply to {spec.describe()}: {why}")
+        raise ValueError(f"{what} does not apply to {spec.describe()}: {why or 'it needs no buffer there'}")
     is_output = i in op.outputs
     main = 1 if (not is_output or op.accum) and not action.is_view(t, action.buffer(t, target)) else 0
     return _apply(spec, action, target, what, main, body)

@@ -31,12 +31,15 @@ class DType(Enum):
 
 
 class Level(IntEnum):
-    """Memory levels, slowest first. VRF: vector registers; RF: scalar registers."""
+    """Memory levels, slowest first. L2 and L1: data resident in that cache (a view of main memory or a
+    buffer); VRF: vector registers; RF: scalar registers. L2 has no limit in specs: its buffers are
+    bounded one by one (cost.fits_l2)."""
 
     GL = 0
-    L1 = 1
-    VRF = 2
-    RF = 3
+    L2 = 1
+    L1 = 2
+    VRF = 3
+    RF = 4
 
 
 @dataclass(frozen=True, order=True)
@@ -234,17 +237,17 @@ Op = Matmul | Move | Zero
 
 @dataclass(frozen=True, order=True)
 class MemoryLimits:
-    """Bytes still available at L1, VRF and RF (GL is unbounded)."""
+    """Bytes still available at L1, VRF and RF (GL is unbounded; L2 buffers are bounded one by one)."""
 
     l1: int
     vrf: int
     rf: int
 
     def get(self, level: Level) -> int | None:
-        return {Level.GL: None, Level.L1: self.l1, Level.VRF: self.vrf, Level.RF: self.rf}[level]
+        return {Level.GL: None, Level.L2: None, Level.L1: self.l1, Level.VRF: self.vrf, Level.RF: self.rf}[level]
 
     def minus(self, level: Level, nbytes: int) -> "MemoryLimits | None":
-        if level == Level.GL:
+        if level in (Level.GL, Level.L2):
             return self
         left = self.get(level) - nbytes
         if left < 0:

@@ -94,7 +94,7 @@ def test_search_packs_an_aliased_a_block():
     Compiled programs with scratch blocks are checked below and in cpp_tests."""
     impl = Search(AVX512).best(_spec("matmul 512x1024x512 serial"))
     scratch = [m for m in _moves(impl) if m.buffer.level == Level.GL]
-    assert scratch and all(m.operand == 0 and m.buffer.bytes <= AVX512.scratch_bytes for m in scratch)
+    assert scratch and all(m.operand == 0 and m.buffer.bytes <= AVX512.l2_block_bytes for m in scratch)
     views = [m for s in scratch for m in _moves(s.body) if m.view and m.operand == 0]
     assert views and all(v.buffer.alias == 0 for v in views)
 

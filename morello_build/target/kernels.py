@@ -12,7 +12,7 @@ from typing import Callable
 from morello_build.spec import DType, Level, Matmul, Move, TensorSpec, Zero
 
 F32, BF16 = DType.F32, DType.BF16
-MEMORY = (Level.GL, Level.L1)
+MEMORY = (Level.GL, Level.L2, Level.L1)
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,7 @@ def registers(t: TensorSpec, target) -> int:
 def memory_read(t: TensorSpec, target) -> float:
     """Line traffic charged when a kernel reads a tile straight from memory."""
     c = target.costs
-    return t.lines() * (c.gl_line if t.level == Level.GL else 0.0)
+    return t.lines() * {Level.GL: c.gl_line, Level.L2: c.l2_stream}.get(t.level, 0.0)
 
 
 def single_run_dim(t: TensorSpec) -> int:
@@ -207,7 +207,7 @@ def _copy_applies(op, target):
 
 def _copy_cost(op, target):
     c = target.costs
-    line = c.gl_line if op.src.level == Level.GL else c.l1_line
+    line = {Level.GL: c.gl_line, Level.L2: c.l2_line}.get(op.src.level, c.l1_line)
     spill = op.dst.lines() * c.l2_line if op.dst.level == Level.GL else 0.0  # a scratch block leaves L1
     return op.src.volume * c.copy_elem + op.src.lines() * line + spill
 
