@@ -328,7 +328,7 @@ def _worth_an_l2_view(op, target) -> bool:
     over them): views for fewer rows would add subtrees to the search that never win."""
     b = op.b
     return (
-        b.runs() == 1 and b.layout.strip(2) >= target.lanes > 0 and op.iter_shape[1] > max(target.accumulator_rows)
+        b.runs() == 1 and b.layout.strip(2) >= target.lanes > 0 and op.iter_shape[1] > max(target.accumulator_rows, default=0)
         and target.l1_bytes // 2 < b.bytes and costmodel.fits_l2(b, target)
     )
 
@@ -337,10 +337,9 @@ def _worth_a_block(op, target) -> bool:
     """Whether to offer a scratch copy of A: its rows evict each other in L2, it fills a quarter to all
     of an L2 block (smaller blocks waste L2), and the columns of C reuse it at least as often as it has
     rows (the copy costs a pass over the block). Only while B is in main memory as the caller stored it,
-    without a stride class: an aliased B gets panels instead (_worth_b_panels), whose loops stream A, and
-    offering both (or A blocks under the panels) doubled
-    the search of 1024^3 (45,580 specs instead of 23,139) for the same program. Each offer is a subtree
-    of the search: these bounds keep it small."""
+    without a stride class: an aliased B gets panels instead (_worth_b_panels), whose loops stream A.
+    Offering both, or A blocks under the panels, doubled the search of 1024^3 (45,580 specs instead of
+    23,139) for the same program: each offer is a subtree of the search."""
     a, b, (_, m, _, n) = op.a, op.b, op.iter_shape
     return (
         costmodel.l2_evicts(a, target) and target.l2_block_bytes // 4 <= a.bytes <= target.l2_block_bytes

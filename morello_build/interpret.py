@@ -121,7 +121,6 @@ def tile_origins(loop: Loop, region) -> list[tuple[int, ...]]:
 
 def _loop(impl: Loop, arrays) -> None:
     op = impl.spec.op
-    full = op.iter_shape
     for region in impl.regions:
         if len(region.remainder) != len(impl.dims):
             raise InterpretError(f"{impl.label()}: region flags {region.remainder} for dims {impl.dims}")

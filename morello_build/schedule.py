@@ -25,7 +25,6 @@ from __future__ import annotations
 
 from typing import Callable
 
-from morello_build import cost as costmodel
 from morello_build.actions import MoveOperand, Select, Tile, ToAccum, rounds_partial_sums
 from morello_build.layout import Layout, col_major, interleaved, packed, row_major  # noqa: F401 (re-exported)
 from morello_build.search import NoProgram, Search

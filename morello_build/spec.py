@@ -31,9 +31,9 @@ class DType(Enum):
 
 
 class Level(IntEnum):
-    """Memory levels, slowest first. L2 and L1: data resident in that cache (a view of main memory or a
-    buffer); VRF: vector registers; RF: scalar registers. L2 has no limit in specs: its buffers are
-    bounded one by one (cost.fits_l2)."""
+    """Memory levels, slowest first. L2 and L1: data resident in that cache (L2: views of main memory; L1:
+    views or buffers); VRF: vector registers; RF: scalar registers. Specs limit no L2 bytes: each L2 view
+    is bounded on its own (cost.fits_l2)."""
 
     GL = 0
     L2 = 1

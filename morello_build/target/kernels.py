@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from math import ceil
 from typing import Callable
 
-from morello_build.spec import DType, Level, Matmul, Move, TensorSpec, Zero
+from morello_build.spec import DType, Level, Matmul, TensorSpec
 
 F32, BF16 = DType.F32, DType.BF16
 MEMORY = (Level.GL, Level.L2, Level.L1)
