@@ -185,8 +185,11 @@ def _vstore_applies(op, target):
 
 
 def _vstore_cost(op, target):
+    """A store into main memory dirties its lines, which are written back: C tiles stored once per k slice
+    cost that traffic every slice (1024^3: k slices of 512 instead of 256 ran 13.7 ms instead of 14.2)."""
     c = target.costs
-    return c.vec_store + (2 * c.vec_op if op.dst.dtype == BF16 else 0.0)
+    writeback = op.dst.lines() * c.gl_line if op.dst.level == Level.GL else 0.0
+    return c.vec_store + (2 * c.vec_op if op.dst.dtype == BF16 else 0.0) + writeback
 
 
 def _scalar_load_applies(op, target):
