@@ -316,6 +316,20 @@ def test_l2_reuse_credit_counts_operands_the_loop_does_not_index():
             assert loop.cost == pytest.approx(bodies - credit)
 
 
+def test_stores_into_main_memory_pay_the_write_back():
+    """A vector store into main memory costs its line's write-back; into L1 it does not. So each k slice
+    of a large C costs a pass over C, and 1024^3 is split into k slices of 512 (not 256)."""
+    from morello_build.layout import packed, row_major
+    from morello_build.spec import Level, Move, TensorSpec
+    from morello_build.target.kernels import BY_NAME
+
+    target = TARGETS["avx512"]
+    reg = TensorSpec((1, 1, 16), DType.F32, packed(2, 16), Level.VRF, 4, 16)
+    cost = {lv: BY_NAME["vstore"].cost(Move(reg, TensorSpec((1, 1, 16), DType.F32, row_major(), lv)), target)
+            for lv in (Level.GL, Level.L1)}
+    assert cost[Level.GL] == pytest.approx(cost[Level.L1] + target.costs.gl_line)
+
+
 
 def test_bf16_output_in_memory_is_never_split_along_k():
     """Each slice of a k split would round C's partial sums to bf16 (64x4096x64 in bf16 was split in 16
