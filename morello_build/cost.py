@@ -81,8 +81,9 @@ def view_cost(operand: TensorSpec, target) -> float:
 
 
 def fits_l2(t: TensorSpec, target) -> bool:
-    """Whether a block may be kept in L2. Specs carry no L2 limit: each L2 block is at most a quarter of
-    L2, and only the two inputs of a matmul get one (an A block, a B panel), so together they fit."""
+    """Whether a block may be kept in L2. Specs carry no L2 limit: each L2 view is at most a quarter of L2,
+    and an operand already in L2 is never viewed there again, so a matmul's three operands fit together
+    (the search views only B there, beside an A block: 512 KiB at most)."""
     return t.bytes <= target.l2_block_bytes
 
 
