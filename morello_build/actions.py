@@ -187,11 +187,15 @@ class MoveOperand:
             return "the copy would change nothing (same layout and dtype)"
         return None
 
+    def goes_faster(self, t: TensorSpec) -> bool:
+        """Moves go to faster levels, except a new layout in main memory or L1 (a repacking copy)."""
+        repack = self.layout is not None and t.level == self.level and t.level in (Level.GL, Level.L1)
+        return t.level < self.level or repack
+
     def plan(self, spec: Spec, target) -> Plan | None:
         op, i = spec.op, self.operand
         t = op.operands[i]
-        repack = self.layout is not None and t.level == self.level and t.level in (Level.GL, Level.L1)
-        if t.level >= self.level and not repack:
+        if not self.goes_faster(t):
             return None
         if self.level == Level.VRF and target.lanes == 0:
             return None

@@ -76,8 +76,7 @@ def l2_evicts(t: TensorSpec, target) -> bool:
 
 def view_cost(operand: TensorSpec, target) -> float:
     """Bringing a tile's lines from main memory (or L2) once, so that the body reads it from the cache."""
-    c = target.costs
-    return operand.lines() * (c.gl_line if operand.level == Level.GL else c.l2_line)
+    return operand.lines() * target.costs.line_from(operand.level)
 
 
 def fits_l2(t: TensorSpec, target) -> bool:

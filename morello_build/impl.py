@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from morello_build.spec import Level, Spec, TensorSpec
+from morello_build.spec import LIMITED_LEVELS, Level, Spec, TensorSpec
 
 Peaks = tuple[int, int, int]  # bytes at L1, VRF, RF
 
@@ -124,9 +124,9 @@ def max_peaks(*peaks: Peaks) -> Peaks:
 
 
 def add_peak(peaks: Peaks, level: Level, nbytes: int) -> Peaks:
-    if level in (Level.GL, Level.L2):
+    if level not in LIMITED_LEVELS:
         return peaks
-    i = int(level) - int(Level.L1)
+    i = LIMITED_LEVELS.index(level)
     return tuple(p + (nbytes if j == i else 0) for j, p in enumerate(peaks))
 
 

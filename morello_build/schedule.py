@@ -185,11 +185,11 @@ def move(spec, operand, level, layout=None, dtype=None, *, body: Builder | None 
     what = f"move {names[i]} -> {level.name}"
     if level == Level.GL and layout is None:
         raise ValueError(f"{what}: a scratch block in main memory needs a layout")
-    if t.level >= level and not (t.level == level and level in (Level.GL, Level.L1) and layout is not None):
+    action = MoveOperand(i, level, layout, dtype)
+    if not action.goes_faster(t):
         raise ValueError(f"{what}: operand {names[i]} is already at {t.level.name}; moves go to faster levels")
     if level == Level.VRF and target.lanes == 0:
         raise ValueError(f"{what}: target {target.isa} has no vector registers")
-    action = MoveOperand(i, level, layout, dtype)
     if action.plan(spec, target) is None:
         buf = action.buffer(t, target)
         nbytes = action.buffer_bytes(buf, target)

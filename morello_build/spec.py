@@ -235,6 +235,9 @@ class Zero:
 Op = Matmul | Move | Zero
 
 
+LIMITED_LEVELS = (Level.L1, Level.VRF, Level.RF)  # the levels specs limit, in MemoryLimits' (and peaks') order
+
+
 @dataclass(frozen=True, order=True)
 class MemoryLimits:
     """Bytes still available at L1, VRF and RF (GL is unbounded; L2 buffers are bounded one by one)."""
@@ -244,10 +247,10 @@ class MemoryLimits:
     rf: int
 
     def get(self, level: Level) -> int | None:
-        return {Level.GL: None, Level.L2: None, Level.L1: self.l1, Level.VRF: self.vrf, Level.RF: self.rf}[level]
+        return self.as_tuple()[LIMITED_LEVELS.index(level)] if level in LIMITED_LEVELS else None
 
     def minus(self, level: Level, nbytes: int) -> "MemoryLimits | None":
-        if level in (Level.GL, Level.L2):
+        if level not in LIMITED_LEVELS:
             return self
         left = self.get(level) - nbytes
         if left < 0:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
-from morello_build.spec import MemoryLimits
+from morello_build.spec import Level, MemoryLimits
 
 
 @dataclass(frozen=True)
@@ -37,6 +37,10 @@ class CostTable:
     # neighbour's lines of the same rows, and stores bounce them between the cores (measured on 256^3:
     # column blocks per thread ran 25% slower than row blocks).
     shared_line: float = 200.0
+
+    def line_from(self, level: Level) -> float:
+        """Bringing one line into L1 (a cache view or a copy's source) from ``level``."""
+        return {Level.GL: self.gl_line, Level.L2: self.l2_line}.get(level, self.l1_line)
 
 
 @dataclass(frozen=True)

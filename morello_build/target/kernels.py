@@ -210,9 +210,8 @@ def _copy_applies(op, target):
 
 def _copy_cost(op, target):
     c = target.costs
-    line = {Level.GL: c.gl_line, Level.L2: c.l2_line}.get(op.src.level, c.l1_line)
     spill = op.dst.lines() * c.l2_line if op.dst.level == Level.GL else 0.0  # a scratch block leaves L1
-    return op.src.volume * c.copy_elem + op.src.lines() * line + spill
+    return op.src.volume * c.copy_elem + op.src.lines() * c.line_from(op.src.level) + spill
 
 
 # -- zeroing ---------------------------------------------------------------------------------------
