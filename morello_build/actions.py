@@ -15,7 +15,7 @@ from morello_build.impl import Accum, Kernel, Loop, MoveImpl, Region, add_peak, 
 from morello_build.layout import Layout, interleaved, packed, row_major
 from morello_build.overwrite import overwriting_loop
 from morello_build.spec import DType, Level, Matmul, MemoryLimits, Move, Spec, TensorSpec, Zero, canonicalize
-from morello_build.target.kernels import BY_NAME, registers
+from morello_build.target.kernels import BY_NAME, columns_unit_stride, registers
 
 CACHES = (Level.L2, Level.L1)  # levels whose buffers may be views of slower memory
 L1_GRANULE = 4096  # L1 limits are kept in whole 4 KiB so that similar specs share memo entries
@@ -187,6 +187,13 @@ class MoveOperand:
             return "the copy would change nothing (same layout and dtype)"
         return None
 
+    def view_streams(self, op, t: TensorSpec) -> int:
+        """How many interleaved streams the body's first reads of a view make: a B stored N×K is only read
+        by the dot kernels, a column per stream side by side (so a view is no way around their cost)."""
+        if isinstance(op, Matmul) and self.operand == 1 and t.shape[1] > 1 and columns_unit_stride(t):
+            return t.shape[2]
+        return 1
+
     def goes_faster(self, t: TensorSpec) -> bool:
         """Moves go to faster levels, except a new layout in main memory or L1 (a repacking copy)."""
         repack = self.layout is not None and t.level == self.level and t.level in (Level.GL, Level.L1)
@@ -228,7 +235,7 @@ class MoveOperand:
             body = next(it)
             si = next(it) if store else None
             parts = [x for x in (li, body, si) if x is not None]
-            c = sum(p.cost for p in parts) + (costmodel.view_cost(t, target) if view else 0.0)
+            c = sum(p.cost for p in parts) + (costmodel.view_cost(t, target, self.view_streams(op, t)) if view else 0.0)
             peaks = add_peak(max_peaks(*(p.peaks for p in parts)), self.level, nbytes)
             return MoveImpl(spec, i, buf, view, li, body, si, c, peaks)
 

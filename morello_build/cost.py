@@ -74,9 +74,16 @@ def l2_evicts(t: TensorSpec, target) -> bool:
     return t.alias > 0 and runs_per_set(t, target.l2_bytes, target.l2_ways) > target.l2_ways // 2
 
 
-def view_cost(operand: TensorSpec, target) -> float:
-    """Bringing a tile's lines from main memory (or L2) once, so that the body reads it from the cache."""
-    return operand.lines() * target.costs.line_from(operand.level)
+def view_cost(operand: TensorSpec, target, streams: int = 1) -> float:
+    """Bringing a tile's lines from main memory (or L2) once, so that the body reads it from the cache.
+    A view copies nothing: the body's first reads bring the lines, as ``streams`` interleaved streams."""
+    return operand.lines() * target.costs.line_from(operand.level) + interleaving_cost(operand, streams, target)
+
+
+def interleaving_cost(t: TensorSpec, streams: int, target) -> float:
+    """What reading a main-memory tile as several interleaved sequential streams costs beyond its lines:
+    the hardware prefetchers keep up with one stream, not with several (CostTable.gl_interleaved)."""
+    return t.lines() * target.costs.gl_interleaved if streams > 1 and t.level == Level.GL else 0.0
 
 
 def fits_l2(t: TensorSpec, target) -> bool:

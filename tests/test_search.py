@@ -330,6 +330,36 @@ def test_stores_into_main_memory_pay_the_write_back():
     assert cost[Level.GL] == pytest.approx(cost[Level.L1] + target.costs.gl_line)
 
 
+@pytest.mark.parametrize("text", ["matmul 1x2048x16384 a=f32 b=bf16:col c=f32", "matmul 1x2048x16384 a=bf16 b=bf16:col",
+                                  "matmul 1x2048x2048 b=f32:col"])
+def test_gemv_weights_in_main_memory_are_read_one_column_at_a_time(text):
+    """Interleaved main-memory streams cost more than one sequential stream (the prefetchers follow one:
+    the flagship ran at 0.59 of a read sweep with 4 columns side by side, 0.93 with one), so the dot
+    kernels read one B column at a time, and a cache view of several columns does not dodge that cost."""
+    from morello_build.actions import MoveOperand
+    from morello_build.spec import Level, parse_spec
+    from morello_build.target.kernels import BY_NAME
+
+    target = TARGETS["avx512_bf16"]
+    impl, _ = synthesize(parse_spec(text).to_spec(target.limits()), target)
+    tree = format_tree(impl)
+    assert "for n by 1 " in tree and "view b" not in tree, tree
+    kernel = next(k for k in _kernel_nodes(impl) if k.name.startswith("dot_"))
+    assert kernel.spec.op.iter_shape[3] == 1, tree
+
+    op = kernel.spec.op  # one column: widen it to four columns of the user's B
+    b4 = impl.spec.op.b.tile((1, op.b.shape[1], 4))
+    op4 = op.with_operands((op.a, b4, op.c.tile((1, 1, 4))))
+    k = BY_NAME[kernel.name]
+    interleaved = k.cost(op4, target) - k.cost(op4.with_operands(
+        (op4.a, dataclasses.replace(b4, level=Level.L1), op4.c)), target)
+    assert interleaved == pytest.approx(b4.lines() * (target.costs.gl_line + target.costs.gl_interleaved))
+    assert MoveOperand(1, Level.L1).view_streams(op4, b4) == 4
+
+
+def _kernel_nodes(impl):
+    return [impl] if not impl.children else [k for c in impl.children for k in _kernel_nodes(c)]
+
 
 def test_bf16_output_in_memory_is_never_split_along_k():
     """Each slice of a k split would round C's partial sums to bf16 (64x4096x64 in bf16 was split in 16

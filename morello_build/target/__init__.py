@@ -16,6 +16,11 @@ class CostTable:
     """Cycle estimates for one core (Zen 5 class); the cost model is affine in these."""
 
     gl_line: float = 8.0  # a 64-byte line from main memory (~33 GB/s at ~4.5 GHz)
+    # Extra per main-memory line when a kernel interleaves several streams (the B columns of a dot kernel):
+    # the prefetchers keep up with one sequential stream, not with several. 1x2048x16384 bf16 on Zen 4, one
+    # thread: one column at a time 26.8 GB/s (a plain read sweep 28.1), 2 or 4 interleaved 12.5-16 GB/s,
+    # and as bad for short columns (K = 256: 24 vs 9 GB/s).
+    gl_interleaved: float = 8.0
     l1_line: float = 0.5  # a line already in L1 (a cache view or packed buffer)
     l2_line: float = 2.0  # a line read again from L2 (see cost.l2_reuse_credit), or copied from an L2 view
     # A line a kernel's vector loads stream from an L2 view, beyond the L1 load itself: the prefetchers

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from math import ceil
 from typing import Callable
 
+from morello_build.cost import interleaving_cost
 from morello_build.spec import DType, Level, Matmul, TensorSpec
 
 F32, BF16 = DType.F32, DType.BF16
@@ -43,6 +44,11 @@ def memory_read(t: TensorSpec, target) -> float:
     """Line traffic charged when a kernel reads a tile straight from memory."""
     c = target.costs
     return t.lines() * {Level.GL: c.gl_line, Level.L2: c.l2_stream}.get(t.level, 0.0)
+
+
+def streams_read(t: TensorSpec, streams: int, target) -> float:
+    """Line traffic of a tile that a kernel reads as ``streams`` interleaved sequential streams."""
+    return memory_read(t, target) + interleaving_cost(t, streams, target)
 
 
 def single_run_dim(t: TensorSpec) -> int:
@@ -105,8 +111,8 @@ def _fma_outer_cost(op, target):
 
 
 def _max_dot_cols(target, accumulators_per_col):
-    # At most 4 B columns at once: with K*2 = 4 KiB rows, 8 concurrent page-sized streams defeat the
-    # hardware prefetchers (measured on Zen 5: 10.5 GB/s with 8 columns, 22.6 GB/s with 4).
+    # At most 4 B columns at once (B in main memory pays for interleaved streams, see streams_read; with
+    # K*2 = 4 KiB rows on Zen 5: 10.5 GB/s with 8 columns, 22.6 GB/s with 4).
     return max(1, min(4, (target.vector_regs - 4) // accumulators_per_col))
 
 
@@ -123,7 +129,7 @@ def _dot_f32_cost(op, target):
     steps = ceil(k / target.lanes)
     return (
         steps * (n * c.vec_fma + (n + 1) * c.vec_load)
-        + n * c.hsum + memory_read(op.a, target) + memory_read(op.b, target)
+        + n * c.hsum + memory_read(op.a, target) + streams_read(op.b, n, target)
     )
 
 
@@ -140,7 +146,7 @@ def _dot_widen_cost(op, target):
     steps = ceil(k / (2 * target.lanes))
     return (
         steps * (2 * c.vec_load + n * (c.vec_load + 2 * c.vec_op + 2 * c.vec_fma))
-        + n * (c.hsum + c.vec_op) + memory_read(op.a, target) + memory_read(op.b, target)
+        + n * (c.hsum + c.vec_op) + memory_read(op.a, target) + streams_read(op.b, n, target)
     )
 
 
@@ -157,7 +163,7 @@ def _dot_dp_cost(op, target):
     steps = ceil(k / (2 * target.lanes))
     return (
         steps * (c.vec_load + n * (c.vec_load + c.vec_fma))
-        + n * c.hsum + memory_read(op.a, target) + memory_read(op.b, target)
+        + n * c.hsum + memory_read(op.a, target) + streams_read(op.b, n, target)
     )
 
 
