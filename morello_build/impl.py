@@ -115,6 +115,13 @@ class Accum:
 Impl = Kernel | Loop | MoveImpl | Accum
 
 
+def walk(impl: Impl):
+    """Every node of the tree, parents before their children."""
+    yield impl
+    for child in impl.children:
+        yield from walk(child)
+
+
 def depth(impl: Impl) -> int:
     return 1 + max((depth(c) for c in impl.children), default=0)
 

@@ -11,7 +11,7 @@ import re
 import pytest
 
 from morello_build.cost import l2_evicts, l2_reuse_credit, view_evicts, view_footprint
-from morello_build.impl import MoveImpl
+from morello_build.impl import MoveImpl, walk
 from morello_build.search import Search
 from morello_build.spec import (ALIAS_MAX, Level, Matmul, MemoryLimits, Move, Spec, alias_stride, canonicalize,
                                 parse_spec)
@@ -25,10 +25,7 @@ def _spec(text, target=AVX512):
 
 
 def _moves(impl):
-    if isinstance(impl, MoveImpl):
-        yield impl
-    for child in impl.children:
-        yield from _moves(child)
+    return (n for n in walk(impl) if isinstance(n, MoveImpl))
 
 
 def test_stride_class_is_the_power_of_two_in_the_row_stride():

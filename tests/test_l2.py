@@ -9,7 +9,7 @@ import re
 import pytest
 
 from morello_build.cost import view_cost
-from morello_build.impl import MoveImpl
+from morello_build.impl import MoveImpl, walk
 from morello_build.layout import packed, row_major
 from morello_build.search import Search
 from morello_build.spec import DType, Level, Matmul, MemoryLimits, Spec, TensorSpec, parse_spec
@@ -20,10 +20,7 @@ AVX512 = TARGETS["avx512"]
 
 
 def _moves(impl):
-    if isinstance(impl, MoveImpl):
-        yield impl
-    for child in impl.children:
-        yield from _moves(child)
+    return (n for n in walk(impl) if isinstance(n, MoveImpl))
 
 
 def _panel(k, n, level):

@@ -7,18 +7,12 @@ import dataclasses
 import numpy as np
 import pytest
 
-from morello_build.impl import Kernel, Loop, format_tree
+from morello_build.impl import Kernel, Loop, format_tree, walk
 from morello_build.interpret import interpret, reference
 from morello_build.overwrite import overwriting
 from morello_build.search import Search
 from morello_build.spec import parse_spec
 from morello_build.target import TARGETS
-
-
-def walk(node):
-    yield node
-    for child in node.children:
-        yield from walk(child)
 
 
 @pytest.mark.parametrize("isa", ["avx2", "avx512", "avx512_bf16"])

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from morello_build.actions import enumerate_actions
 from morello_build.cost import better
-from morello_build.impl import format_tree
+from morello_build.impl import Kernel, format_tree, walk
 from morello_build.interpret import interpret, reference
 from morello_build.search import NoProgram, Search, synthesize
 from morello_build.spec import DType, MemoryLimits, UserSpec, canonicalize
@@ -344,7 +344,7 @@ def test_gemv_weights_in_main_memory_are_read_one_column_at_a_time(text):
     impl, _ = synthesize(parse_spec(text).to_spec(target.limits()), target)
     tree = format_tree(impl)
     assert "for n by 1 " in tree and "view b" not in tree, tree
-    kernel = next(k for k in _kernel_nodes(impl) if k.name.startswith("dot_"))
+    kernel = next(k for k in walk(impl) if isinstance(k, Kernel) and k.name.startswith("dot_"))
     assert kernel.spec.op.iter_shape[3] == 1, tree
 
     op = kernel.spec.op  # one column: widen it to four columns of the user's B
@@ -355,10 +355,6 @@ def test_gemv_weights_in_main_memory_are_read_one_column_at_a_time(text):
         (op4.a, dataclasses.replace(b4, level=Level.L1), op4.c)), target)
     assert interleaved == pytest.approx(b4.lines() * (target.costs.gl_line + target.costs.gl_interleaved))
     assert MoveOperand(1, Level.L1).view_streams(op4, b4) == 4
-
-
-def _kernel_nodes(impl):
-    return [impl] if not impl.children else [k for c in impl.children for k in _kernel_nodes(c)]
 
 
 def test_bf16_output_in_memory_is_never_split_along_k():

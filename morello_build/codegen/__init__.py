@@ -16,7 +16,7 @@ from pathlib import Path
 from morello_build import __version__
 from morello_build.codegen.isa import ISAS, IsaInfo, isa_info
 from morello_build.codegen.lower import CodegenError, lower
-from morello_build.impl import Loop, format_tree
+from morello_build.impl import Loop, format_tree, walk
 from morello_build.layout import NAMED
 from morello_build.spec import DType, UserSpec, format_spec
 
@@ -70,13 +70,7 @@ def _operand_desc(name: str, dt: DType, layout: str, shape: tuple[int, int, int]
 
 def _parallel_tasks(impl) -> int | None:
     """Tasks of the program's parallel loop (None: no parallel loop)."""
-    if isinstance(impl, Loop) and impl.parallel:
-        return sum(r.count for r in impl.regions)
-    for child in impl.children:
-        n = _parallel_tasks(child)
-        if n is not None:
-            return n
-    return None
+    return next((sum(r.count for r in n.regions) for n in walk(impl) if isinstance(n, Loop) and n.parallel), None)
 
 
 def emit_header(user: UserSpec, impl, target, *, name: str = "kernel", namespace: str = "morello") -> str:
