@@ -121,10 +121,11 @@ class Tile:
 
         tiles = sum(r[1] for r in regions)
         reuse = 0.0 if self.parallel else costmodel.l2_reuse_credit(subspecs[0], dims, tiles, target)
+        runs = costmodel.short_runs_cost(op, self.tile, dims, tiles, target)
 
         def build(bodies):
             regs = tuple(Region(rem, n, shape, b) for (rem, n, shape), b in zip(regions, bodies))
-            c = costmodel.loop_cost(regs, self.parallel, target, unrolled=indexes_registers(op, dims)) - reuse
+            c = costmodel.loop_cost(regs, self.parallel, target, unrolled=indexes_registers(op, dims)) - reuse + runs
             loop = Loop(spec, dims, self.tile, self.parallel, regs, c, max_peaks(*(b.peaks for b in bodies)))
             return overwriting_loop(loop, target) if peel else loop
 

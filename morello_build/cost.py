@@ -86,6 +86,28 @@ def interleaving_cost(t: TensorSpec, streams: int, target) -> float:
     return t.lines() * target.costs.gl_interleaved if streams > 1 and t.level == Level.GL else 0.0
 
 
+def short_runs_cost(op, tile: tuple[int, ...], dims: tuple[int, ...], trips: int, target) -> float:
+    """Runs of main-memory inputs read once (a GEMV's weights) that a loop over ``dims`` starts afresh: the
+    loop steps the input along a dim other than its fastest one, so every trip reads new runs, and those
+    shorter than a page each pay gl_short_run (stepping the fastest dim continues the previous trip's
+    runs). Inputs the op reuses (GEMM operands) come from the caches after their first reads, and moves
+    copy tiles of operands the matmul loops around them have placed."""
+    if op.kind != "matmul":
+        return 0.0
+    cost = 0.0
+    for i, (t, idims) in enumerate(zip(op.operands, op.operand_iter_dims)):
+        reused = any(e > 1 for j, e in enumerate(op.iter_shape) if j not in idims)
+        if i in op.outputs or reused or t.level != Level.GL or t.runs() == 1:
+            continue
+        stepped = {p for p, j in enumerate(idims) if j in dims}
+        if not stepped or stepped == {t.layout.digits[-1].dim}:
+            continue
+        body = t.tile(tuple(tile[j] for j in idims))
+        if body.bytes < body.runs() * target.costs.page_bytes:
+            cost += trips * body.runs() * target.costs.gl_short_run
+    return cost
+
+
 def fits_l2(t: TensorSpec, target) -> bool:
     """Whether a block may be kept in L2. Specs carry no L2 limit: each L2 view is at most a quarter of L2,
     and an operand already in L2 is never viewed there again, so a matmul's three operands fit together

@@ -62,6 +62,7 @@ AWKWARD_SPECS = [
     "matmul 1x256x40 b=bf16:col",                                # the flagship's shape family, small
     "matmul 31x2x37 c=bf16:col accum",                          # bf16 output, accumulate
     "matmul 1x256x2048 b=bf16:col",                              # has a parallel loop (thread pool)
+    "matmul 1x37x3000 a=bf16 b=bf16",                           # GEMV, KxN weights in row runs (peeled k by 8)
     "matmul 1x1x1 a=bf16 b=bf16 c=bf16",                         # all ones, all bf16
     "matmul 5x2x1 a=bf16:col b=bf16:col c=bf16:col batch=2 accum",
 ]

@@ -357,6 +357,37 @@ def test_gemv_weights_in_main_memory_are_read_one_column_at_a_time(text):
     assert MoveOperand(1, Level.L1).view_streams(op4, b4) == 4
 
 
+@pytest.mark.parametrize("text", ["matmul 1x2048x16384 a=f32 b=bf16 c=f32", "matmul 1x2048x16384 a=bf16 b=bf16"])
+def test_gemv_weights_stored_k_by_n_are_read_in_page_long_row_runs(text):
+    """A loop that steps main-memory weights along k starts new row runs every trip, and runs shorter than
+    a page each wait for DRAM (a 256-column C tile in registers over all of k read 512-byte runs: 0.25 of
+    a read sweep). The search reads several rows side by side in long runs instead, with C in memory; GEMM
+    operands, which the caches keep after the first reads, pay nothing."""
+    from morello_build.actions import operand_tiles
+    from morello_build.cost import short_runs_cost
+    from morello_build.impl import Loop
+    from morello_build.spec import Level, parse_spec
+
+    target, k = TARGETS["avx512_bf16"], 2
+    spec = parse_spec(text).to_spec(target.limits())
+    impl, _ = synthesize(spec, target)
+    stepping_k = [n for n in walk(impl) if isinstance(n, Loop) and n.spec.op.kind == "matmul" and k in n.dims
+                  and n.spec.op.b.level == Level.GL]
+    assert stepping_k, format_tree(impl)
+    for loop in stepping_k:
+        b = loop.spec.op.b.tile((loop.tile[0], loop.tile[2], loop.tile[3]))
+        assert b.bytes >= b.runs() * target.costs.page_bytes, format_tree(impl)
+
+    op, run = spec.op, target.costs.gl_short_run
+    tile = operand_tiles(op, (1, 1, 2048, 256))
+    columns = op.with_operands(tile)  # a 256-column tile of the weights, stepped one row at a time
+    assert short_runs_cost(columns, (1, 1, 1, 256), (k,), 2048, target) == 2048 * run
+    assert short_runs_cost(op, (1, 1, 2048, 256), (3,), 64, target) == 0  # stepping n continues the runs
+    assert short_runs_cost(columns, (1, 1, 8, 256), (k,), 256, target) == 256 * 8 * run
+    gemm = parse_spec("matmul 6x2048x16384").to_spec(target.limits()).op
+    assert short_runs_cost(gemm, (1, 6, 1, 256), (k,), 2048, target) == 0  # B reused across m: cached
+
+
 def test_bf16_output_in_memory_is_never_split_along_k():
     """Each slice of a k split would round C's partial sums to bf16 (64x4096x64 in bf16 was split in 16
     slices): the reduction must accumulate in f32 registers and round once. With C in registers, or an

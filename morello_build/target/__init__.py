@@ -21,6 +21,11 @@ class CostTable:
     # thread: one column at a time 26.8 GB/s (a plain read sweep 28.1), 2 or 4 interleaved 12.5-16 GB/s,
     # and as bad for short columns (K = 256: 24 vs 9 GB/s).
     gl_interleaved: float = 8.0
+    # Each run of a main-memory tile shorter than a page (PAGE_BYTES) that a loop starts away from the
+    # previous one: the prefetchers give up at the page edge, so its first lines wait for DRAM. 1x2048x16384
+    # bf16 KxN on Zen 4, one thread: 512-byte row runs 32 KiB apart (a 256-column C tile in registers) read
+    # 10.6 GB/s, ~110 cycles lost per run; 8 rows side by side in 8 KiB runs (C in L1) 22 GB/s; sweep 28.5.
+    gl_short_run: float = 100.0
     l1_line: float = 0.5  # a line already in L1 (a cache view or packed buffer)
     l2_line: float = 2.0  # a line read again from L2 (see cost.l2_reuse_credit), or copied from an L2 view
     # A line a kernel's vector loads stream from an L2 view, beyond the L1 load itself: the prefetchers
@@ -42,6 +47,8 @@ class CostTable:
     # neighbour's lines of the same rows, and stores bounce them between the cores (measured on 256^3:
     # column blocks per thread ran 25% slower than row blocks).
     shared_line: float = 200.0
+
+    page_bytes: int = 4096  # the prefetchers' horizon (gl_short_run)
 
     def line_from(self, level: Level) -> float:
         """Bringing one line into L1 (a cache view or a copy's source) from ``level``."""
