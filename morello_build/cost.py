@@ -90,8 +90,8 @@ def short_runs_cost(op, tile: tuple[int, ...], dims: tuple[int, ...], trips: int
     """Runs of main-memory inputs read once (a GEMV's weights) that a loop over ``dims`` starts afresh: the
     loop steps the input along a dim other than its fastest one, so every trip reads new runs, and those
     shorter than a page each pay gl_short_run (stepping the fastest dim continues the previous trip's
-    runs). Inputs the op reuses (GEMM operands) come from the caches after their first reads, and moves
-    copy tiles of operands the matmul loops around them have placed."""
+    runs). Inputs the op reuses (GEMM operands) come from the caches after their first reads; loops of
+    moves pay nothing, since the matmul loops that place their tiles were charged."""
     if op.kind != "matmul":
         return 0.0
     cost = 0.0

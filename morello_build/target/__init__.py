@@ -21,10 +21,10 @@ class CostTable:
     # thread: one column at a time 26.8 GB/s (a plain read sweep 28.1), 2 or 4 interleaved 12.5-16 GB/s,
     # and as bad for short columns (K = 256: 24 vs 9 GB/s).
     gl_interleaved: float = 8.0
-    # Each run of a main-memory tile shorter than a page (PAGE_BYTES) that a loop starts away from the
-    # previous one: the prefetchers give up at the page edge, so its first lines wait for DRAM. 1x2048x16384
-    # bf16 KxN on Zen 4, one thread: 512-byte row runs 32 KiB apart (a 256-column C tile in registers) read
-    # 10.6 GB/s, ~110 cycles lost per run; 8 rows side by side in 8 KiB runs (C in L1) 22 GB/s; sweep 28.5.
+    # Each run shorter than a page (page_bytes) that a loop starts in main-memory weights, away from the
+    # previous trip's runs: the prefetchers give up at the page edge, so its first lines wait for DRAM.
+    # 1x2048x16384 bf16 KxN on Zen 4, one thread: 512-byte row runs 32 KiB apart (a 256-column C tile in
+    # registers) read 10.6 GB/s, ~110 cycles lost per run; 8 rows side by side in 8 KiB runs 22 GB/s; sweep 28.5.
     gl_short_run: float = 100.0
     l1_line: float = 0.5  # a line already in L1 (a cache view or packed buffer)
     l2_line: float = 2.0  # a line read again from L2 (see cost.l2_reuse_credit), or copied from an L2 view
