@@ -375,7 +375,7 @@ def test_gemv_weights_stored_k_by_n_are_read_in_page_long_row_runs(text):
                   and n.spec.op.b.level == Level.GL]
     assert stepping_k, format_tree(impl)
     for loop in stepping_k:
-        b = loop.spec.op.b.tile((loop.tile[0], loop.tile[2], loop.tile[3]))
+        b = operand_tiles(loop.spec.op, loop.tile)[1]
         assert b.bytes >= b.runs() * target.costs.page_bytes, format_tree(impl)
 
     op, run = spec.op, target.costs.gl_short_run
