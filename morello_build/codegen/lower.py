@@ -76,6 +76,10 @@ class Lowerer:
         self.counter = 0
         self.register_scope = 0  # >0 inside a MoveImpl with a register buffer
         self.used_parallel = False
+        # Vector registers known to hold zero here (vzero'd, not written since): their first FMA is
+        # emitted as a multiply, and the first trip of a rolled loop is peeled to reach it. Only
+        # straight-line code keeps them: a rolled loop body is emitted with none.
+        self.zero_regs: frozenset[str] = frozenset()
 
     # -- output helpers ------------------------------------------------------------------------------
     def emit(self, line: str) -> None:
@@ -227,16 +231,32 @@ class Lowerer:
                         offs[d] = Affine(x * t)
                     self.walk(region.body, self.sub_bindings(op, binds, offs))
             else:
-                opened = 0
-                offs = dict(offsets)
-                for d, lo, hi, t in mains:
-                    v = self.fresh("i")
-                    self.open(f"for (ix {v} = {lo}; {v} < {hi}; ++{v}) {{")
-                    opened += 1
-                    offs[d] = Affine.var(v, t)
-                self.walk(region.body, self.sub_bindings(op, binds, offs))
-                for _ in range(opened):
-                    self.close()
+                self.rolled_loops(op, binds, region.body, mains, offsets)
+
+    def rolled_loops(self, op, binds, body, mains, offsets) -> None:
+        """C loops over ``mains`` (dim, first, end, tile) around ``body``. Registers known to be zero are
+        not zero inside a loop body, so with some, a single loop's first trip is emitted before it."""
+        peel = bool(self.zero_regs) and len(mains) == 1
+        if peel:
+            d, lo, hi, t = mains[0]
+            self.emit("// first trip peeled: its FMAs into zeroed registers are multiplies")
+            self.walk(body, self.sub_bindings(op, binds, {**offsets, d: Affine(lo * t)}))
+            mains = [(d, lo + 1, hi, t)]
+        if len(mains) == 1 and mains[0][2] - mains[0][1] == 1:
+            d, lo, _, t = mains[0]
+            self.walk(body, self.sub_bindings(op, binds, {**offsets, d: Affine(lo * t)}))
+            return
+        # The peeled trip wrote every register the body writes: what is still zero stays zero.
+        zeros, self.zero_regs = self.zero_regs, frozenset()
+        offs = dict(offsets)
+        for d, lo, hi, t in mains:
+            v = self.fresh("i")
+            self.open(f"for (ix {v} = {lo}; {v} < {hi}; ++{v}) {{")
+            offs[d] = Affine.var(v, t)
+        self.walk(body, self.sub_bindings(op, binds, offs))
+        for _ in mains:
+            self.close()
+        self.zero_regs = zeros if peel else frozenset()
 
     def parallel_loop(self, node: Loop, binds) -> None:
         op = node.spec.op
@@ -410,6 +430,7 @@ class Lowerer:
                 raise CodegenError("vzero of a tile that does not start a register")
             regs.append(name)
         self.emit(" ".join(f"{x} = {self.v}::zero();" for x in regs))
+        self.zero_regs |= frozenset(regs)
 
     def _vector_groups(self, mem: Binding, regb: Binding, shape):
         """Elements of a ≤W-element tile grouped by register: [(reg, first mem local, count)]."""
@@ -434,6 +455,7 @@ class Lowerer:
         fn = "load_bf16" if src.dtype == BF16 else "load_f32"
         for name, first, n in self._vector_groups(src, dst, node.spec.op.src.shape):
             self.emit(f"{name} = {self.v}::{fn}({self.ptr(src, first)}, {n});")
+            self.zero_regs -= {name}
 
     def k_vstore(self, node, binds) -> None:
         src, dst = binds
@@ -459,7 +481,11 @@ class Lowerer:
                 cn, lane = self.reg(c, (0, r, s))
                 if lane:
                     raise CodegenError("fma_outer: C segment does not start a register")
-                stmts.append(f"{cn} = {self.v}::fma({bc}, {bn}, {cn});")
+                if cn in self.zero_regs:
+                    stmts.append(f"{cn} = {self.v}::mul({bc}, {bn});")
+                    self.zero_regs -= {cn}
+                else:
+                    stmts.append(f"{cn} = {self.v}::fma({bc}, {bn}, {cn});")
             self.emit("{ " + " ".join(stmts) + " }")
 
     # -- dot products ------------------------------------------------------------------------------
