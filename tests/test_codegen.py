@@ -1,5 +1,6 @@
 """Code generation (morello_build.codegen): the header contract, determinism, index arithmetic, every ISA
-compiling warning-free, programs the search would not pick by itself (memzero, ...), the CLI and threads.
+compiling warning-free, programs the search would not pick by itself (memzero, ...), multiplies into zeroed
+registers, the CLI and threads.
 
 Kernel-vs-reference comparisons over a spec matrix run in cpp_tests/ (test_codegen_cpp.py); random specs
 in test_e2e_random.py. Tolerances are those of cpp_tests/check.hpp.
@@ -201,7 +202,6 @@ def test_forced_programs_match_reference(tmp_path):
     assert "FAIL" not in res.output
 
 
-
 @needs_cxx
 def test_first_fma_into_zeroed_registers_is_a_multiply(tmp_path):
     """A register tile that overwrites C is zeroed, then accumulated: the first trip of its k loop is
@@ -220,6 +220,7 @@ def test_first_fma_into_zeroed_registers_is_a_multiply(tmp_path):
     res = check_headers(kernels, tmp_path)
     assert res.ok, res.output
     assert "FAIL" not in res.output
+
 
 # -- threads ---------------------------------------------------------------------------------------
 @needs_cxx
