@@ -14,7 +14,8 @@ from morello_build import cost as costmodel
 from morello_build.impl import Accum, Kernel, Loop, MoveImpl, Region, add_peak, max_peaks
 from morello_build.layout import Layout, interleaved, packed, row_major
 from morello_build.overwrite import overwriting_loop
-from morello_build.spec import DType, Level, Matmul, MemoryLimits, Move, Spec, TensorSpec, Zero, canonicalize
+from morello_build.spec import (DType, Level, Matmul, MemoryLimits, Move, Spec, TensorSpec, Zero, canonicalize,
+                                operand_tiles)
 from morello_build.target.kernels import BY_NAME, columns_unit_stride, registers
 
 CACHES = (Level.L2, Level.L1)  # levels whose buffers may be views of slower memory
@@ -34,12 +35,6 @@ class Plan:
 
 
 # -- helpers ---------------------------------------------------------------------------------------
-def operand_tiles(op, iter_shape) -> tuple[TensorSpec, ...]:
-    return tuple(
-        t.tile(tuple(iter_shape[j] for j in dims)) for t, dims in zip(op.operands, op.operand_iter_dims)
-    )
-
-
 def respects_strips(op, tile) -> bool:
     """Tiles may not cut a packed or interleaved strip (the kernels handle a ragged final strip)."""
     full = op.iter_shape

@@ -4,7 +4,7 @@ from __future__ import annotations
 from math import ceil
 
 from morello_build.impl import Region
-from morello_build.spec import Level, TensorSpec
+from morello_build.spec import Level, TensorSpec, operand_tiles
 
 
 def loop_cost(regions: tuple[Region, ...], parallel: bool, target, unrolled: bool = False) -> float:
@@ -102,7 +102,7 @@ def short_runs_cost(op, tile: tuple[int, ...], dims: tuple[int, ...], trips: int
         stepped = {p for p, j in enumerate(idims) if j in dims}
         if not stepped or stepped == {t.layout.digits[-1].dim}:
             continue
-        body = t.tile(tuple(tile[j] for j in idims))
+        body = operand_tiles(op, tile)[i]  # only here: most loops charge nothing, and plan() is hot
         if body.bytes < body.runs() * target.costs.page_bytes:
             cost += trips * body.runs() * target.costs.gl_short_run
     return cost

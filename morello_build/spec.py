@@ -238,6 +238,13 @@ Op = Matmul | Move | Zero
 LIMITED_LEVELS = (Level.L1, Level.VRF, Level.RF)  # the levels specs limit, in MemoryLimits' (and peaks') order
 
 
+def operand_tiles(op, iter_shape) -> tuple[TensorSpec, ...]:
+    """Each operand's tile for a tile ``iter_shape`` of the op's iteration space."""
+    return tuple(
+        t.tile(tuple(iter_shape[j] for j in dims)) for t, dims in zip(op.operands, op.operand_iter_dims)
+    )
+
+
 @dataclass(frozen=True, order=True)
 class MemoryLimits:
     """Bytes still available at L1, VRF and RF (GL is unbounded; L2 buffers are bounded one by one)."""

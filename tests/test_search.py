@@ -298,9 +298,9 @@ def test_lower_bound_never_exceeds_the_optimum(isa):
 def test_l2_reuse_credit_counts_operands_the_loop_does_not_index():
     """A loop over n re-reads the same A block every trip: from L2 after the first when the body's
     main-memory data fits there, and not when it does not."""
-    from morello_build.actions import Tile, operand_tiles
+    from morello_build.actions import Tile
     from morello_build.cost import l2_reuse_credit
-    from morello_build.spec import Spec, canonicalize, parse_spec
+    from morello_build.spec import Spec, canonicalize, operand_tiles, parse_spec
 
     target = TARGETS["avx512"]
     c = target.costs
@@ -363,10 +363,9 @@ def test_gemv_weights_stored_k_by_n_are_read_in_page_long_row_runs(text):
     a page each wait for DRAM (a 256-column C tile in registers over all of k read 512-byte runs: 0.25 of
     a read sweep). The search reads several rows side by side in long runs instead, with C in memory; GEMM
     operands, which the caches keep after the first reads, pay nothing."""
-    from morello_build.actions import operand_tiles
     from morello_build.cost import short_runs_cost
     from morello_build.impl import Loop
-    from morello_build.spec import Level, parse_spec
+    from morello_build.spec import Level, operand_tiles, parse_spec
 
     target, k = TARGETS["avx512_bf16"], 2
     spec = parse_spec(text).to_spec(target.limits())
