@@ -6,7 +6,7 @@ __version__ = "0.1.0"
 def __getattr__(name):
     # `morello_build.compile(spec)` without importing numpy/pybind11 for CLI or CMake users.
     if name == "compile":
-        from morello_build.pyapi import compile_kernel
+        from morello_build.tools.pyapi import compile_kernel
 
         return compile_kernel
     raise AttributeError(f"module 'morello_build' has no attribute {name!r}")

@@ -1,3 +1,3 @@
-from morello_build.cli import main
+from morello_build.tools.cli import main
 
 raise SystemExit(main())

@@ -37,7 +37,7 @@ fi
 installed_here() {
   python - "$ROOT" <<'EOF' 2>/dev/null
 import os, sys
-import morello_build, morello_build.cmake_dir as m
+import morello_build, morello_build.tools.cmake_dir as m
 root = os.path.realpath(sys.argv[1])
 # Imported from this checkout, with the CMake config installed in the venv (not the package-dir fallback).
 ok = os.path.realpath(morello_build.__file__).startswith(root + os.sep) and m.cmake_dir() != m.package_cmake_dir()

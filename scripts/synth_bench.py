@@ -19,7 +19,7 @@ SPECS = [
 CHILD = """
 import json, sys, time
 t0 = time.perf_counter()
-from morello_build.api import synthesize_program
+from morello_build.tools.api import synthesize_program
 u, t, impl, s = synthesize_program(sys.argv[1], isa=sys.argv[2])
 print(json.dumps({"seconds": time.perf_counter() - t0, "visited": s.visited, "cost": impl.cost}))
 """

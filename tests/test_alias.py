@@ -10,11 +10,25 @@ import re
 
 import pytest
 
-from morello_build.cost import l2_evicts, l2_reuse_credit, view_evicts, view_footprint
-from morello_build.impl import MoveImpl, walk
-from morello_build.search import Search
-from morello_build.spec import (ALIAS_MAX, Level, Matmul, MemoryLimits, Move, Spec, alias_stride, canonicalize,
-                                parse_spec)
+from morello_build.ir.impl import MoveImpl, walk
+from morello_build.ir.spec import (
+    ALIAS_MAX,
+    Level,
+    Matmul,
+    MemoryLimits,
+    Move,
+    Spec,
+    alias_stride,
+    canonicalize,
+    parse_spec,
+)
+from morello_build.synth.cost import (
+    l2_evicts,
+    l2_reuse_credit,
+    view_evicts,
+    view_footprint,
+)
+from morello_build.synth.search import Search
 from morello_build.target import TARGETS
 
 AVX512 = TARGETS["avx512"]
@@ -58,7 +72,7 @@ def test_canonical_form_keeps_the_class_only_where_it_decides():
 def test_views_of_aliased_rows_take_whole_ways():
     """Six rows 4 KiB apart fill six ways of the same L1 sets: the view takes 24 KiB from the buffers
     beside it (a 32 KiB B panel no longer fits), where rows 1 KiB apart take their own 3 KiB."""
-    from morello_build.actions import MoveOperand
+    from morello_build.synth.actions import MoveOperand
 
     t = AVX512
     aliased = _spec("matmul 64x1024x64").op.a.tile((1, 6, 128)).canonical()
@@ -105,9 +119,9 @@ def test_benign_strides_get_no_scratch():
 def test_scratch_block_compiles_and_matches_the_reference(isa, tmp_path):
     """Pinned scratch blocks inside a peeled split of k, at awkward sizes: A (f32, and bf16 widened on the
     way) and B in padded panels; compiled and compared with the reference loop."""
-    from morello_build import schedule as S
+    from morello_build.check.testing import check_headers
     from morello_build.codegen import emit_header
-    from morello_build.codegen.testing import check_headers
+    from morello_build.synth import schedule as S
 
     t = TARGETS[isa]
     kernels = []
@@ -129,7 +143,7 @@ def test_scratch_block_compiles_and_matches_the_reference(isa, tmp_path):
     ("matmul 13x1000x8", "13 strided runs (more than the 12 L1 ways)"),  # unknown stride: assume the worst
 ])
 def test_schedule_explains_a_refused_view(text, why):
-    from morello_build import schedule as S
+    from morello_build.synth import schedule as S
 
     t = AVX512
     with pytest.raises(ValueError, match=r"move a -> L1 does not apply .*" + re.escape(why)):

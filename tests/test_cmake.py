@@ -154,7 +154,7 @@ def test_cmakedir_without_activated_venv(fresh_venv, tmp_path):
 def test_package_dir_config_finds_its_python(fresh_venv, tmp_path):
     """MorelloBuild_DIR pointing into site-packages: the config derives the venv from its own path."""
     projects = copy_projects(tmp_path)
-    pkg = run([fresh_venv.python, "-c", "import morello_build.cmake_dir as m; print(m.package_cmake_dir())"],
+    pkg = run([fresh_venv.python, "-c", "import morello_build.tools.cmake_dir as m; print(m.package_cmake_dir())"],
               env=clean_env(), cwd=tmp_path).stdout.strip()
     out = configure(projects / "two_kernels", tmp_path / "b", clean_env(), "Ninja", f"-DMorelloBuild_DIR={pkg}")
     assert f"(Python: {fresh_venv.bin / 'python3'})" in out.stdout, out.stdout

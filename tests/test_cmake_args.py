@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from morello_build.cmake_dir import package_cmake_dir
+from morello_build.tools.cmake_dir import package_cmake_dir
 
 pytestmark = pytest.mark.skipif(shutil.which("cmake") is None, reason="cmake not installed")
 

@@ -19,15 +19,15 @@ from pathlib import Path
 import pytest
 
 from morello_build import __version__
-from morello_build.actions import MoveOperand, Select, Tile, ToAccum
-from morello_build.api import synthesize_header, synthesize_program
+from morello_build.check.testing import check_headers, cxx
 from morello_build.codegen import emit_header
 from morello_build.codegen.affine import Affine, layout_offset
-from morello_build.codegen.testing import check_headers, cxx
-from morello_build.layout import col_major, interleaved, packed, row_major
-from morello_build.search import Search
-from morello_build.spec import DType, Level, parse_spec
+from morello_build.ir.layout import col_major, interleaved, packed, row_major
+from morello_build.ir.spec import DType, Level, parse_spec
+from morello_build.synth.actions import MoveOperand, Select, Tile, ToAccum
+from morello_build.synth.search import Search
 from morello_build.target import cpu_flags, get_target
+from morello_build.tools.api import synthesize_header, synthesize_program
 
 ROOT = Path(__file__).resolve().parents[1]
 HAVE_CXX = shutil.which(cxx().split()[0]) is not None

@@ -13,8 +13,8 @@ import morello_build
 from morello_build import db
 from morello_build.db import encode
 from morello_build.db.store import Store, merge_boxes
-from morello_build.search import Search, synthesize
-from morello_build.spec import parse_spec
+from morello_build.ir.spec import parse_spec
+from morello_build.synth.search import Search, synthesize
 from morello_build.target import get_target
 
 ISA = "avx2"  # small register file: quick searches that still use every action
@@ -160,7 +160,7 @@ def test_unbounded_answers_open_the_box_upwards(tmp_path):
 
 
 def test_api_and_cli_use_the_db(tmp_path, capsys):
-    from morello_build import api, cli
+    from morello_build.tools import api, cli
 
     path = str(tmp_path / "c.db")
     _, _, impl, _ = api.synthesize_program(SPECS[0], isa=ISA, db=path)
@@ -279,7 +279,7 @@ def _assert_clear_error(path, excinfo):
 
 
 def test_garbage_file_is_refused_with_a_recovery(tmp_path, capsys):
-    from morello_build import cli
+    from morello_build.tools import cli
 
     path = tmp_path / "g.db"
     path.write_bytes(os.urandom(3000))

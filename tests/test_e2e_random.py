@@ -19,10 +19,10 @@ hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
+from morello_build.check.testing import check_headers, cxx  # noqa: E402
 from morello_build.codegen import emit_header  # noqa: E402
-from morello_build.codegen.testing import check_headers, cxx  # noqa: E402
-from morello_build.search import Search  # noqa: E402
-from morello_build.spec import DType, UserSpec, format_spec  # noqa: E402
+from morello_build.ir.spec import DType, UserSpec, format_spec  # noqa: E402
+from morello_build.synth.search import Search  # noqa: E402
 from morello_build.target import cpu_flags, get_target  # noqa: E402
 
 pytestmark = pytest.mark.skipif(shutil.which(cxx().split()[0]) is None, reason="no C++ compiler")

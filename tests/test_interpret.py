@@ -8,10 +8,17 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from morello_build import schedule as S
-from morello_build.impl import Kernel, Loop, MoveImpl
-from morello_build.interpret import InterpretError, convert, execute, interpret, reference, tile_origins
-from morello_build.spec import DType
+from morello_build.check.interpret import (
+    InterpretError,
+    convert,
+    execute,
+    interpret,
+    reference,
+    tile_origins,
+)
+from morello_build.ir.impl import Kernel, Loop, MoveImpl
+from morello_build.ir.spec import DType
+from morello_build.synth import schedule as S
 from morello_build.target import TARGETS
 
 BF16 = ml_dtypes.bfloat16

@@ -8,11 +8,19 @@ import re
 
 import pytest
 
-from morello_build.cost import view_cost
-from morello_build.impl import MoveImpl, walk
-from morello_build.layout import packed, row_major
-from morello_build.search import Search
-from morello_build.spec import DType, Level, Matmul, MemoryLimits, Spec, TensorSpec, parse_spec
+from morello_build.ir.impl import MoveImpl, walk
+from morello_build.ir.layout import packed, row_major
+from morello_build.ir.spec import (
+    DType,
+    Level,
+    Matmul,
+    MemoryLimits,
+    Spec,
+    TensorSpec,
+    parse_spec,
+)
+from morello_build.synth.cost import view_cost
+from morello_build.synth.search import Search
 from morello_build.target import TARGETS
 from morello_build.target.kernels import memory_read
 
@@ -56,9 +64,9 @@ def test_search_streams_b_panels_from_l2():
 def test_l2_views_of_b_panels_compile_and_match_the_reference(isa, tmp_path):
     """Pinned: split k, pack B's slice into panels (padded where N is not a multiple of W), view a tile of
     panels in L2, search the rest; at awkward sizes, compiled and compared with the reference loop."""
-    from morello_build import schedule as S
+    from morello_build.check.testing import check_headers
     from morello_build.codegen import emit_header
-    from morello_build.codegen.testing import check_headers
+    from morello_build.synth import schedule as S
 
     t = TARGETS[isa]
     w = max(t.lanes, 1)
@@ -80,7 +88,7 @@ def test_l2_views_of_b_panels_compile_and_match_the_reference(isa, tmp_path):
     ("matmul 8x64x32", "row", "L2 holds views only"),
 ])
 def test_schedule_explains_a_refused_l2_move(text, layout, why):
-    from morello_build import schedule as S
+    from morello_build.synth import schedule as S
 
     t = AVX512
     with pytest.raises(ValueError, match=r"move b -> L2 does not apply .*" + re.escape(why)):
@@ -88,7 +96,7 @@ def test_schedule_explains_a_refused_l2_move(text, layout, why):
 
 
 def test_schedule_refuses_an_l2_view_larger_than_an_l2_block():
-    from morello_build import schedule as S
+    from morello_build.synth import schedule as S
 
     t = AVX512
     with pytest.raises(ValueError, match=r"an L2 view holds at most 262144 bytes, this one 524288"):

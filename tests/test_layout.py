@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from morello_build.layout import Layout, col_major, interleaved, packed, row_major
-from morello_build.spec import DType, Level, TensorSpec
+from morello_build.ir.layout import Layout, col_major, interleaved, packed, row_major
+from morello_build.ir.spec import DType, Level, TensorSpec
 
 STRIPS = [2, 4, 8, 16]
 

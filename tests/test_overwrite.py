@@ -2,16 +2,14 @@
 held before, costs no more, and the search uses it so that large matmuls never zero C in memory."""
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 import pytest
 
-from morello_build.impl import Kernel, Loop, format_tree, walk
-from morello_build.interpret import interpret, reference
-from morello_build.overwrite import overwriting
-from morello_build.search import Search
-from morello_build.spec import parse_spec
+from morello_build.check.interpret import interpret, reference
+from morello_build.ir.impl import Kernel, Loop, format_tree, walk
+from morello_build.ir.spec import parse_spec
+from morello_build.synth.overwrite import overwriting
+from morello_build.synth.search import Search
 from morello_build.target import TARGETS
 
 

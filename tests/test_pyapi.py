@@ -1,4 +1,4 @@
-"""The Python API (morello_build.pyapi): generated kernels called from numpy.
+"""The Python API (morello_build.tools.pyapi): generated kernels called from numpy.
 
 Every dtype x layout combination of the spec grammar (a, b, c each f32|bf16 and row|col: 64), with batch and
 accum mixed in, plus awkward sizes (1, primes, non-multiples of 16), against numpy on the same data; errors
@@ -29,7 +29,7 @@ pytest.importorskip("pybind11")
 if shutil.which(os.environ.get("CXX", "g++").split()[0]) is None:
     pytest.skip("no C++ compiler", allow_module_level=True)
 
-from morello_build import pyapi  # noqa: E402
+from morello_build.tools import pyapi  # noqa: E402
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 
@@ -72,14 +72,14 @@ ALL_SPECS = COMBO_SPECS + AWKWARD_SPECS
 @pytest.fixture(scope="session")
 def kernels(pyapi_cache_dir):
     """spec -> Kernel, all built in one extension (one compile, one link)."""
-    from morello_build.spec import format_spec, parse_spec
+    from morello_build.ir.spec import format_spec, parse_spec
 
     ks = pyapi.compile_kernels(ALL_SPECS)
     return {format_spec(parse_spec(s)): k for s, k in zip(ALL_SPECS, ks)}
 
 
 def _kernel(kernels, spec):
-    from morello_build.spec import format_spec, parse_spec
+    from morello_build.ir.spec import format_spec, parse_spec
 
     return kernels[format_spec(parse_spec(spec))]
 
@@ -217,7 +217,7 @@ def test_out_must_not_overlap(kernels):
 
 
 def test_bad_spec_is_a_spec_error():
-    from morello_build.spec import SpecError
+    from morello_build.ir.spec import SpecError
 
     with pytest.raises(SpecError, match="bad spec token 'q=f32'"):
         pyapi.compile_kernel("matmul 2x2x2 q=f32")
@@ -246,7 +246,7 @@ def test_fresh_process_reuses_the_cache(kernels, pyapi_cache_dir):
     pyapi.compile_kernel(spec)
     code = textwrap.dedent(
         f"""
-        from morello_build import pyapi
+        from morello_build.tools import pyapi
         f = pyapi.compile_kernel({spec!r})
         print(pyapi.stats["compile"], pyapi.stats["link"], pyapi.stats["synthesized"],
               pyapi._generator_fingerprint())
@@ -270,7 +270,7 @@ def test_concurrent_builds_are_safe(kernels, pyapi_cache_dir, tmp_path):
     shutil.copytree(pyapi_cache_dir / "headers", fresh / "headers")
     code = textwrap.dedent(
         """
-        from morello_build import pyapi
+        from morello_build.tools import pyapi
         import numpy as np
         f = pyapi.compile_kernel("matmul 1x256x40 b=bf16:col")
         a, b, _ = f.random_inputs(rng=0)

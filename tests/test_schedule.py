@@ -4,11 +4,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from morello_build import schedule as S
-from morello_build.impl import Accum, Kernel, Loop, MoveImpl, format_tree
-from morello_build.interpret import interpret, reference
-from morello_build.search import NoProgram
-from morello_build.spec import Level, MemoryLimits, UserSpec
+from morello_build.check.interpret import interpret, reference
+from morello_build.ir.impl import Accum, Kernel, Loop, MoveImpl, format_tree
+from morello_build.ir.spec import Level, MemoryLimits, UserSpec
+from morello_build.synth import schedule as S
+from morello_build.synth.search import NoProgram
 from morello_build.target import TARGETS
 
 AVX512 = TARGETS["avx512"]

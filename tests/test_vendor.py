@@ -9,9 +9,9 @@ import subprocess
 import pytest
 
 from morello_build import __version__
-from morello_build.cli import main
 from morello_build.target import get_target
-from morello_build.vendor import MANIFEST_NAME, default_name
+from morello_build.tools.cli import main
+from morello_build.tools.vendor import MANIFEST_NAME, default_name
 
 SMALL = "matmul 2x4x8"
 GEMV = "matmul 1x16x16 a=f32 b=bf16:col c=f32"

@@ -11,7 +11,7 @@
 #   Tries, in order: the cache variable MorelloBuild_PYTHON if set (and nothing else), else the
 #   preferred python, <prefix>/bin/python3, <prefix>/bin/python, <prefix>/python.exe,
 #   <prefix>/Scripts/python.exe, $VIRTUAL_ENV, $CONDA_PREFIX, then python3 and python on PATH. A
-#   candidate is accepted when `python -m morello_build.cmake_dir` succeeds (and, given an expected
+#   candidate is accepted when `python -m morello_build.tools.cmake_dir` succeeds (and, given an expected
 #   dir, reports that directory).
 #   Sets in the caller: _MorelloBuild_located (TRUE/FALSE), _MorelloBuild_error (why not),
 #   _MorelloBuild_python, _MorelloBuild_package_dir, _MorelloBuild_cmake_dir, _MorelloBuild_version,
@@ -56,7 +56,7 @@ function(_morello_build_locate _mbl_PREFIX _mbl_EXPECT_CMAKE_DIR)
     # Not in the caller's directory: `python -m` puts the working directory first on sys.path, and a
     # morello_build source tree there would shadow the installed package.
     execute_process(
-      COMMAND "${_py}" -m morello_build.cmake_dir
+      COMMAND "${_py}" -m morello_build.tools.cmake_dir
       WORKING_DIRECTORY "${CMAKE_BINARY_DIR}"
       RESULT_VARIABLE _rc OUTPUT_VARIABLE _out ERROR_VARIABLE _err)
     if(NOT _rc EQUAL 0)
@@ -77,7 +77,7 @@ function(_morello_build_locate _mbl_PREFIX _mbl_EXPECT_CMAKE_DIR)
       endif()
     endforeach()
     if(NOT _info_cmake_dir OR NOT _info_version)
-      string(APPEND _why "\n  ${_py}: unexpected answer from morello_build.cmake_dir: ${_out}")
+      string(APPEND _why "\n  ${_py}: unexpected answer from morello_build.tools.cmake_dir: ${_out}")
       continue()
     endif()
     if(_mbl_EXPECT_CMAKE_DIR)

@@ -16,9 +16,9 @@ from pathlib import Path
 from morello_build import __version__
 from morello_build.codegen.isa import ISAS, IsaInfo, isa_info
 from morello_build.codegen.lower import CodegenError, lower
-from morello_build.impl import Loop, format_tree, walk
-from morello_build.layout import NAMED
-from morello_build.spec import DType, UserSpec, format_spec
+from morello_build.ir.impl import Loop, format_tree, walk
+from morello_build.ir.layout import NAMED
+from morello_build.ir.spec import DType, UserSpec, format_spec
 
 __all__ = ["emit_header", "CodegenError", "runtime_namespace", "is_cxx_identifier"]
 

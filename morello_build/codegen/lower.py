@@ -17,9 +17,9 @@ from math import ceil, prod
 
 from morello_build.codegen.affine import Affine, Expr, expr_c, layout_offset, paren
 from morello_build.codegen.isa import IsaInfo
-from morello_build.impl import Accum, Kernel, Loop, MoveImpl
-from morello_build.layout import Layout
-from morello_build.spec import DType, Level
+from morello_build.ir.impl import Accum, Kernel, Loop, MoveImpl
+from morello_build.ir.layout import Layout
+from morello_build.ir.spec import DType, Level
 
 F32, BF16 = DType.F32, DType.BF16
 REGISTER_LEVELS = (Level.VRF, Level.RF)
@@ -627,7 +627,7 @@ class Lowerer:
 
 
 def root_bindings(user, lanes: int) -> tuple[Binding, ...]:
-    from morello_build.layout import NAMED
+    from morello_build.ir.layout import NAMED
 
     shapes = ((user.batch, user.m, user.k), (user.batch, user.k, user.n), (user.batch, user.m, user.n))
     return tuple(

@@ -20,7 +20,13 @@ import random
 import sqlite3
 from pathlib import Path
 
-from morello_build.db.store import DBError, Store, code_fingerprint, connect, namespace_id
+from morello_build.db.store import (
+    DBError,
+    Store,
+    code_fingerprint,
+    connect,
+    namespace_id,
+)
 
 __all__ = [
     "DBError", "Store", "NullStore", "default_path", "cache_path", "resolve_path", "open_db", "stats", "verify", "rebuild",
@@ -193,7 +199,7 @@ def verify(path, target, sample: int = 20, seed: int = 0) -> tuple[bool, str]:
 def point_spec(key: str, point):
     """The spec at ``point`` (3 shape coordinates, then L1, VRF, RF bytes) of table ``key``."""
     from morello_build.db.encode import op_from_key
-    from morello_build.spec import MemoryLimits, Spec
+    from morello_build.ir.spec import MemoryLimits, Spec
 
     return Spec(op_from_key(key, point[:3]), MemoryLimits(*point[3:]))
 
@@ -203,7 +209,7 @@ def program_signature(impl):
     (A node's spec also records the limits it was first found under, which memo reuse may vary.)"""
     from dataclasses import fields, is_dataclass
 
-    from morello_build.spec import Spec, TensorSpec
+    from morello_build.ir.spec import Spec, TensorSpec
 
     if isinstance(impl, Spec):
         return impl.op
@@ -216,7 +222,7 @@ def program_signature(impl):
 
 def check_point(path, target, spec) -> tuple[bool, str]:
     """Whether the DB answers ``spec`` directly, with what a fresh search (no DB) finds."""
-    from morello_build.search import Search
+    from morello_build.synth.search import Search
 
     fresh = Search(target).best(spec)
     store = Store(path, target, record_run=False)

@@ -20,10 +20,10 @@ from __future__ import annotations
 from functools import lru_cache
 from math import prod
 
-from morello_build.actions import MoveOperand, Select, Tile, ToAccum
-from morello_build.impl import Accum, Kernel, Loop, MoveImpl
-from morello_build.layout import Digit, Layout
-from morello_build.spec import DType, Level, Matmul, Move, TensorSpec, Zero
+from morello_build.ir.impl import Accum, Kernel, Loop, MoveImpl
+from morello_build.ir.layout import Digit, Layout
+from morello_build.ir.spec import DType, Level, Matmul, Move, TensorSpec, Zero
+from morello_build.synth.actions import MoveOperand, Select, Tile, ToAccum
 
 NONE = "-"  # the decision "no program fits these limits"
 _OPS = {"matmul": Matmul, "move": Move, "zero": Zero}

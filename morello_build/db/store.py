@@ -82,8 +82,9 @@ def _wrap(path, e: sqlite3.Error) -> DBError:
 
 
 _FINGERPRINT_FILES = (
-    "spec.py", "layout.py", "actions.py", "cost.py", "search.py", "impl.py",
-    "target/__init__.py", "target/kernels.py", "db/encode.py",
+    "ir/spec.py", "ir/layout.py", "synth/cost.py", "synth/search.py", "ir/impl.py", "synth/overwrite.py",
+    "target/__init__.py", "target/kernels.py", "db/encode.py", "synth/actions/__init__.py", "synth/actions/plan.py",
+    "synth/actions/tile.py", "synth/actions/move.py", "synth/actions/accum.py", "synth/actions/policy.py",
 )
 
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
-from morello_build.spec import Level, MemoryLimits
+from morello_build.ir.spec import Level, MemoryLimits
 
 
 @dataclass(frozen=True)

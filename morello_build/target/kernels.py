@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from math import ceil
 from typing import Callable
 
-from morello_build.cost import interleaving_cost
-from morello_build.spec import DType, Level, Matmul, TensorSpec
+from morello_build.ir.spec import DType, Level, Matmul, TensorSpec
+from morello_build.synth.cost import interleaving_cost
 
 F32, BF16 = DType.F32, DType.BF16
 MEMORY = (Level.GL, Level.L2, Level.L1)

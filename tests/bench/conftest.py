@@ -14,7 +14,7 @@ def _clear_process_caches() -> None:
     """Empty every functools cache of the synthesizer's modules (not the Python API's), so a synthesis
     starts as cold as in a fresh process, minus the imports."""
     for name, mod in list(sys.modules.items()):
-        if not name.startswith("morello_build") or name == "morello_build.pyapi" or mod is None:
+        if not name.startswith("morello_build") or name == "morello_build.tools.pyapi" or mod is None:
             continue
         for obj in list(vars(mod).values()):
             if callable(getattr(obj, "cache_clear", None)) and getattr(obj, "__module__", None) == name:

@@ -22,7 +22,7 @@ SPECS = [FLAGSHIP, "matmul 64x64x64", "matmul 512x512x512"]
 
 @pytest.fixture(scope="module")
 def kernels(pyapi_cache_dir, synth_db):
-    from morello_build import pyapi
+    from morello_build.tools import pyapi
 
     return dict(zip(SPECS, pyapi.compile_kernels(SPECS, db=synth_db)))
 

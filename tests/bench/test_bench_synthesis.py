@@ -3,7 +3,7 @@ answered by a synthesis database filled by the first), for the flagship GEMV and
 Python API's warm path (compile of specs built before: synthesis database and build cache)."""
 import pytest
 
-from morello_build.api import synthesize_header
+from morello_build.tools.api import synthesize_header
 
 FLAGSHIP = "matmul 1x2048x16384 a=f32 b=bf16:col c=f32"
 SPECS = [FLAGSHIP, "matmul 64x64x64", "matmul 512x512x512"]
@@ -28,8 +28,8 @@ def test_synthesis_warm_db(benchmark, spec, synth_db):
 
 
 def test_pyapi_compile_warm(benchmark, pyapi_cache_dir, synth_db):
-    """morello_build.pyapi.compile_kernels of specs built before: database lookups, extension from the cache."""
-    pyapi = pytest.importorskip("morello_build.pyapi")
+    """morello_build.tools.pyapi.compile_kernels of specs built before: database lookups, extension from the cache."""
+    pyapi = pytest.importorskip("morello_build.tools.pyapi")
     benchmark.group = "python api"
     benchmark.extra_info["specs"] = SPECS
     pyapi.compile_kernels(SPECS, db=synth_db)  # builds, or finds everything in the caches

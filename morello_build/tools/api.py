@@ -5,8 +5,8 @@ import os
 import tempfile
 from pathlib import Path
 
-from morello_build.search import synthesize
-from morello_build.spec import UserSpec, parse_spec
+from morello_build.ir.spec import UserSpec, parse_spec
+from morello_build.synth.search import synthesize
 from morello_build.target import get_target
 
 

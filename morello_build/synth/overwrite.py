@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from morello_build.impl import Accum, Loop, MoveImpl, Region
-from morello_build.spec import Level, Spec, Zero, canonicalize
+from morello_build.ir.impl import Accum, Loop, MoveImpl, Region
+from morello_build.ir.spec import Level, Spec, Zero, canonicalize
 
 REGISTER_LEVELS = (Level.VRF, Level.RF)
 
@@ -83,7 +83,7 @@ def _move(move: MoveImpl, target):
 
 def _zero_registers(spec: Spec, target):
     """The catalog kernel that zeroes the register tile of C (what ToAccum would pick for it)."""
-    from morello_build.actions import Select
+    from morello_build.synth.actions import Select
 
     zspec = canonicalize(Spec(Zero(spec.op.c, serial=spec.op.serial), spec.limits))
     for k in target.kernels():

@@ -60,7 +60,7 @@ def sha256(text: str) -> str:
 
 def default_name(spec: str) -> str:
     """A C identifier from the canonical spec: "matmul 1x2048x16384 b=bf16:col" -> matmul_1x2048x16384_b_bf16_col."""
-    from morello_build.spec import parse_spec
+    from morello_build.ir.spec import parse_spec
 
     canonical = str(parse_spec(spec))
     return re.sub(r"_+", "_", re.sub(r"[^A-Za-z0-9]", "_", canonical)).strip("_")
@@ -126,7 +126,7 @@ def _kernels_from_manifest(path: Path, args) -> list[Kernel]:
 
 def _validate(kernels: list[Kernel]) -> None:
     from morello_build.codegen import is_cxx_identifier
-    from morello_build.spec import parse_spec
+    from morello_build.ir.spec import parse_spec
 
     seen: dict[str, str] = {}
     for k in kernels:
@@ -150,9 +150,9 @@ def _manifest_text(entries: list[dict], version: str) -> str:
 
 def run(args) -> int:
     from morello_build import __version__
-    from morello_build.api import synthesize_header, write_if_changed
-    from morello_build.cli import warn
     from morello_build.db import resolve_path
+    from morello_build.tools.api import synthesize_header, write_if_changed
+    from morello_build.tools.cli import warn
 
     out = Path(args.out)
     manifest_out = out / MANIFEST_NAME
@@ -225,7 +225,7 @@ def run(args) -> int:
     return 0
 
 
-def main(argv=None) -> int:  # python -m morello_build.vendor (the CLI registers the same arguments)
+def main(argv=None) -> int:  # python -m morello_build.tools.vendor (the CLI registers the same arguments)
     p = argparse.ArgumentParser(prog="morello-build vendor")
     add_arguments(p)
     return run(p.parse_args(argv))

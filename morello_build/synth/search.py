@@ -9,9 +9,9 @@ from __future__ import annotations
 import sys
 from typing import Callable
 
-from morello_build.actions import Plan, enumerate_actions
-from morello_build.cost import better, lower_bound
-from morello_build.spec import Spec, canonicalize
+from morello_build.ir.spec import Spec, canonicalize
+from morello_build.synth.actions import Plan, enumerate_actions
+from morello_build.synth.cost import better, lower_bound
 
 
 class NoProgram(Exception):

@@ -24,8 +24,8 @@ import itertools
 import ml_dtypes
 import numpy as np
 
-from morello_build.impl import Accum, Kernel, Loop, MoveImpl
-from morello_build.spec import DType, Spec
+from morello_build.ir.impl import Accum, Kernel, Loop, MoveImpl
+from morello_build.ir.spec import DType, Spec
 from morello_build.target.kernels import BY_NAME
 
 NP_DTYPES = {DType.F32: np.dtype(np.float32), DType.BF16: np.dtype(ml_dtypes.bfloat16)}

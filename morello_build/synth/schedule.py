@@ -9,14 +9,14 @@ zeroing of ``to_accum``) is synthesized. An action that does not apply raises ``
 Example: a parallel loop over 2 x 32 output tiles, B packed in L1 in panels of 16 (widened from bf16),
 and the rest synthesized::
 
-    from morello_build import schedule as S
+    from morello_build.synth import schedule as S
     from morello_build.target import get_target
 
     t = get_target("avx512")
     spec = S.to_spec("matmul 4x64x64 b=bf16:col", t)
     impl = S.tile_out(spec, (2, 32), parallel=True, target=t,
                       body=lambda s: S.move(s, "b", "L1", layout=S.packed(2, 16), dtype="f32", target=t))
-    print(format_tree(impl))          # morello_build.impl.format_tree
+    print(format_tree(impl))          # morello_build.ir.impl.format_tree
 
 ``spec`` may be a ``Spec``, a spec string or a ``UserSpec`` (placed at main memory with the target's
 limits); ``target`` a ``Target`` or an ISA name.
@@ -25,10 +25,16 @@ from __future__ import annotations
 
 from typing import Callable
 
-from morello_build.actions import MoveOperand, Select, Tile, ToAccum, rounds_partial_sums
-from morello_build.layout import Layout, col_major, interleaved, packed, row_major  # noqa: F401 (re-exported)
-from morello_build.search import NoProgram, Search
-from morello_build.spec import DType, Level, Spec, UserSpec, canonicalize, parse_spec
+from morello_build.ir.layout import Layout, col_major, interleaved, packed, row_major  # noqa: F401 (re-exported)
+from morello_build.ir.spec import DType, Level, Spec, UserSpec, canonicalize, parse_spec
+from morello_build.synth.actions import (
+    MoveOperand,
+    Select,
+    Tile,
+    ToAccum,
+    rounds_partial_sums,
+)
+from morello_build.synth.search import NoProgram, Search
 from morello_build.target import Target, get_target
 from morello_build.target.kernels import BY_NAME
 

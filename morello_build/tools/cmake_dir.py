@@ -24,7 +24,7 @@ _DATA_SUBDIR = ("share", "cmake", "MorelloBuild")
 
 def package_cmake_dir() -> str:
     """The package's own CMake directory: ``.../morello_build/cmake`` (source tree for editable installs)."""
-    return str(Path(__file__).resolve().parent / "cmake")
+    return str(Path(__file__).resolve().parents[1] / "cmake")
 
 
 def _installed_data_dir() -> Path | None:
@@ -59,7 +59,7 @@ def cmake_query() -> str:
     from morello_build import __version__
     from morello_build.target import ISAS
 
-    pkg = Path(__file__).resolve().parent
+    pkg = Path(__file__).resolve().parents[1]
     lines = {
         "package_dir": pkg.as_posix(),
         "cmake_dir": Path(package_cmake_dir()).as_posix(),
@@ -70,5 +70,5 @@ def cmake_query() -> str:
     return "".join(f"{k}={v}\n" for k, v in lines.items())
 
 
-if __name__ == "__main__":  # python -m morello_build.cmake_dir: the configure-time query
+if __name__ == "__main__":  # python -m morello_build.tools.cmake_dir: the configure-time query
     sys.stdout.write(cmake_query())

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from math import ceil
 
-from morello_build.impl import Region
-from morello_build.spec import Level, TensorSpec, operand_tiles
+from morello_build.ir.impl import Region
+from morello_build.ir.spec import Level, TensorSpec, operand_tiles
 
 
 def loop_cost(regions: tuple[Region, ...], parallel: bool, target, unrolled: bool = False) -> float:
@@ -118,7 +118,7 @@ def fits_l2(t: TensorSpec, target) -> bool:
 def better(x, y) -> bool:
     """Total order on solutions: cost, then peak memory (fast levels first), then tree depth.
     (Equal keys keep the earlier action, so the search is deterministic.)"""
-    from morello_build.impl import depth
+    from morello_build.ir.impl import depth
 
     kx, ky = (round(x.cost, 6), x.peaks[::-1]), (round(y.cost, 6), y.peaks[::-1])
     if kx != ky:
@@ -129,7 +129,7 @@ def better(x, y) -> bool:
 def lower_bound(spec, target) -> float:
     """A cost no program for ``spec`` can beat: every GL input line is read at least once, and every
     multiply-add takes at least the cheapest kernel's share of an FMA (vdpbf16ps: two per lane)."""
-    from morello_build.spec import DType, Level
+    from morello_build.ir.spec import DType, Level
 
     op, c = spec.op, target.costs
     inputs = [t for i, t in enumerate(op.operands) if i not in op.outputs]

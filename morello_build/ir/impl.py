@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from morello_build.spec import LIMITED_LEVELS, Level, Spec, TensorSpec
+from morello_build.ir.spec import LIMITED_LEVELS, Level, Spec, TensorSpec
 
 Peaks = tuple[int, int, int]  # bytes at L1, VRF, RF
 

@@ -38,7 +38,8 @@ def warn(message: str) -> None:
 
 
 def _synthesize(args, header: bool):
-    from morello_build import api, db
+    from morello_build import db
+    from morello_build.tools import api
 
     path = db.resolve_path(args.db, warn=warn)  # on by default (the per-user cache); `--db none` turns it off
     update, stop = _progress()
@@ -53,7 +54,7 @@ def _synthesize(args, header: bool):
 
 
 def cmd_synth(args) -> int:
-    from morello_build.api import write_if_changed
+    from morello_build.tools.api import write_if_changed
 
     _check_identifier(args.name, "--name")
     for part in args.namespace.split("::"):
@@ -67,7 +68,7 @@ def cmd_synth(args) -> int:
 
 
 def cmd_explain(args) -> int:
-    from morello_build.impl import format_tree
+    from morello_build.ir.impl import format_tree
 
     t0 = time.monotonic()
     user, target, impl, search = _synthesize(args, header=False)
@@ -77,7 +78,7 @@ def cmd_explain(args) -> int:
 
 
 def cmd_check_spec(args) -> int:
-    from morello_build.spec import parse_spec
+    from morello_build.ir.spec import parse_spec
 
     print(parse_spec(args.spec))
     return 0
@@ -146,7 +147,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--sample", type=int, default=20, help="entries re-derived by verify")
     d.set_defaults(func=cmd_db)
     try:
-        vendor = importlib.import_module("morello_build.vendor")
+        vendor = importlib.import_module("morello_build.tools.vendor")
     except ImportError:
         vendor = None
     if vendor is not None:
@@ -157,14 +158,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    from morello_build.search import NoProgram
-    from morello_build.spec import SpecError
+    from morello_build.ir.spec import SpecError
+    from morello_build.synth.search import NoProgram
 
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
         if args.cmakedir:
-            from morello_build.cmake_dir import cmake_dir
+            from morello_build.tools.cmake_dir import cmake_dir
 
             print(cmake_dir())
             return 0

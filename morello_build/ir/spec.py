@@ -10,7 +10,7 @@ from enum import Enum, IntEnum
 from functools import lru_cache
 from math import prod
 
-from morello_build.layout import NAMED, Layout, col_major, row_major
+from morello_build.ir.layout import NAMED, Layout, col_major, row_major
 
 
 class SpecError(ValueError):

@@ -1,0 +1,76 @@
+"""The plan an action returns, and the loop helpers that actions and codegen share."""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, replace
+from math import prod
+from typing import Callable
+
+from morello_build.ir.spec import DType, Level, MemoryLimits, Spec, operand_tiles
+
+CACHES = (Level.L2, Level.L1)  # levels whose buffers may be views of slower memory
+L1_GRANULE = 4096  # L1 limits are kept in whole 4 KiB so that similar specs share memo entries
+
+
+@dataclass(frozen=True)
+class Plan:
+    subspecs: tuple[Spec, ...]
+    build: Callable[[tuple], object]
+    weights: tuple[float, ...] | None = None  # how often each sub-spec runs (per core), for bounds
+    credit: float = 0.0  # what the node's cost subtracts from its children's (L2 reuse), for bounds
+
+    def lower_bound(self, bound: Callable[[Spec], float]) -> float:
+        weights = self.weights or (1.0,) * len(self.subspecs)
+        return sum(w * bound(s) for w, s in zip(weights, self.subspecs)) - self.credit
+
+
+# -- helpers ---------------------------------------------------------------------------------------
+def respects_strips(op, tile) -> bool:
+    """Tiles may not cut a packed or interleaved strip (the kernels handle a ragged final strip)."""
+    full = op.iter_shape
+    for t, dims in zip(op.operands, op.operand_iter_dims):
+        for p, j in enumerate(dims):
+            if tile[j] < full[j] and tile[j] % t.layout.strip(p):
+                return False
+    return True
+
+
+def loop_regions(full, tile, dims):
+    """(remainder flags, tile count, region shape) for main tiles and ragged ends of each dim."""
+    per_dim = []
+    for d in dims:
+        q, r = divmod(full[d], tile[d])
+        per_dim.append([x for x in ((False, q, tile[d]), (True, 1, r)) if x[1] and x[2]])
+    for combo in itertools.product(*per_dim):
+        shape = list(full)
+        for d, (_, _, size) in zip(dims, combo):
+            shape[d] = size
+        yield tuple(c[0] for c in combo), prod(c[1] for c in combo), tuple(shape)
+
+
+def tile_op(op, shape, accum: bool = False):
+    """The op on one tile of the iteration space (accumulating if ``accum``); serial, since loops never
+    nest parallel loops."""
+    body = op.with_operands(operand_tiles(op, shape), serial=True)
+    return replace(body, accum=True) if accum and not body.accum else body
+
+
+def rounds_partial_sums(op) -> bool:
+    """A split of k would round C's partial sums after every slice: C is bf16 in memory (accumulate in
+    f32 registers instead)."""
+    return op.c.dtype == DType.BF16 and op.c.level in (Level.GL, Level.L1)
+
+
+def round_limits(limits: MemoryLimits) -> MemoryLimits:
+    return replace(limits, l1=limits.l1 - limits.l1 % L1_GRANULE)
+
+
+def indexes_registers(op, dims) -> bool:
+    """A loop over ``dims`` addresses a register buffer: codegen unrolls it (register indices must be
+    compile-time constants), so its trips cost no loop overhead."""
+    return any(
+        t.level in (Level.VRF, Level.RF) and any(d in dims for d in op.operand_iter_dims[i])
+        for i, t in enumerate(op.operands)
+    )
+
+

@@ -1,0 +1,131 @@
+"""Search policy: which actions the search offers for a spec (data, not a free-for-all, to bound it)."""
+from __future__ import annotations
+
+import itertools
+
+from morello_build.ir.layout import interleaved, packed, row_major
+from morello_build.ir.spec import DType, Level, Matmul, Spec
+from morello_build.synth import cost as costmodel
+from morello_build.synth.actions.accum import Select, ToAccum
+from morello_build.synth.actions.move import MoveOperand
+from morello_build.synth.actions.tile import Tile
+
+
+def _pow2_below(n: int):
+    p = 1
+    while p < n:
+        yield p
+        p *= 2
+
+
+def _tiles_one_dim(full, dims, extra=None):
+    """Powers of two below the full size; ``extra`` maps a dim to more sizes (register-tile rows)."""
+    for d in dims:
+        sizes = sorted(set(_pow2_below(full[d])) | {s for s in (extra or {}).get(d, ()) if s < full[d]})
+        for size in sizes:
+            yield tuple(size if j == d else f for j, f in enumerate(full))
+
+
+def _parallel_tiles(full, dims):
+    yield from _tiles_one_dim(full, dims)
+    for d1, d2 in itertools.combinations(dims, 2):
+        for s1 in _pow2_below(full[d1]):
+            for s2 in _pow2_below(full[d2]):
+                yield tuple(s1 if j == d1 else s2 if j == d2 else f for j, f in enumerate(full))
+
+
+def _move_options(op, i, target):
+    """Which buffers are worth trying for operand i (data, not a free-for-all, to bound the search)."""
+    t = op.operands[i]
+    is_output = i in op.outputs
+    opts = []
+    if t.level == Level.GL and not is_output:
+        opts.append(MoveOperand(i, Level.L1))  # cache view (L2 views are streamed: see _worth_an_l2_view)
+    if i == 1 and t.level == Level.GL and isinstance(op, Matmul) and _worth_an_l2_view(op, target):
+        opts.append(MoveOperand(i, Level.L2))
+    # Packing copies read from main memory only: copying a copy (or a view) again never pays.
+    if isinstance(op, Matmul) and not is_output and t.level == Level.GL:
+        if t.dtype == DType.BF16:
+            opts.append(MoveOperand(i, Level.L1, row_major(), DType.F32))
+        w = target.lanes
+        if i == 1 and w and op.iter_shape[3] > w:
+            opts.append(MoveOperand(i, Level.L1, packed(2, w), DType.F32))
+        if i == 0 and w and op.b.dtype == DType.BF16 and op.iter_shape[2] > 1:
+            opts.append(MoveOperand(i, Level.L1, interleaved(row_major(), 2, 2 * w), DType.F32))
+        if i == 0 and _worth_a_block(op, target):
+            # GotoBLAS's A block: rows of a stride class evict each other in L2 (and L1); a dense copy in
+            # main memory (L2-resident) lets the loops around it reuse the block (B is packed per panel).
+            opts.append(MoveOperand(i, Level.GL, row_major()))
+        if i == 1 and w and _worth_b_panels(op, target):
+            opts.append(MoveOperand(i, Level.GL, packed(2, w)))
+    if t.level in (Level.GL, Level.L2, Level.L1):
+        if target.lanes and (is_output or (i == 1 and isinstance(op, Matmul) and op.iter_shape[2] == 1)):
+            opts.append(MoveOperand(i, Level.VRF))
+        if t.volume * 4 <= target.limits().rf and (is_output or t.volume == 1):
+            opts.append(MoveOperand(i, Level.RF))
+    return opts
+
+
+def _worth_an_l2_view(op, target) -> bool:
+    """A dense tile of B in panels of W columns (see _worth_b_panels), too big to sit in L1 beside the
+    other operands (over half of it), that fits an L2 block: the kernels read each panel as one
+    sequential stream, which the L1 prefetcher fetches ahead from L2 (k x 64 with k of 256 or more).
+    Only where the rows of A reuse it more than one register tile can hold (the view is for the loop
+    over them): views for fewer rows would add subtrees to the search that never win."""
+    b = op.b
+    return (
+        b.runs() == 1 and b.layout.strip(2) >= target.lanes > 0 and op.iter_shape[1] > max(target.accumulator_rows, default=0)
+        and target.l1_bytes // 2 < b.bytes and costmodel.fits_l2(b, target)
+    )
+
+
+def _worth_a_block(op, target) -> bool:
+    """Whether to offer a scratch copy of A: its rows evict each other in L2, it fills a quarter to all
+    of an L2 block (smaller blocks waste L2), and the columns of C reuse it at least as often as it has
+    rows (the copy costs a pass over the block). Only while B is in main memory as the caller stored it,
+    without a stride class: an aliased B gets panels instead (_worth_b_panels), whose loops stream A.
+    Offering both, or A blocks under the panels, doubled the search of 1024^3 (45,580 specs instead of
+    23,139) for the same program: each offer is a subtree of the search."""
+    a, b, (_, m, _, n) = op.a, op.b, op.iter_shape
+    return (
+        costmodel.l2_evicts(a, target) and target.l2_block_bytes // 4 <= a.bytes <= target.l2_block_bytes
+        and n >= m and b.level == Level.GL and not b.alias and b.layout.strip(2) == 1
+    )
+
+
+def _worth_b_panels(op, target) -> bool:
+    """Whether to offer GotoBLAS's packed B: one k slice of B (rows of a stride class) copied once into
+    panels of W columns, larger than an L2 block but within the scratch budget, and read by at least
+    two A blocks (A's slice is larger than an L2 block). Its panels are dense: kernels stream them from
+    L2 views (see _worth_an_l2_view)."""
+    a, b = op.a, op.b
+    return (
+        costmodel.l2_evicts(b, target) and target.l2_block_bytes < b.bytes <= target.scratch_bytes
+        and a.bytes > target.l2_block_bytes
+    )
+
+
+def enumerate_actions(spec: Spec, target):
+    op = spec.op
+    for k in target.kernels():
+        if k.kind == op.kind:
+            yield Select(k.name)
+    full = op.iter_shape
+    if isinstance(op, Matmul):
+        if not op.accum:
+            yield ToAccum()
+            if op.c.level in (Level.VRF, Level.RF):
+                return  # zeroing registers is free: the accumulating spec's programs are as good
+        out_dims = (0, 1, 3)
+        for tile in _tiles_one_dim(full, out_dims, {1: target.accumulator_rows}):
+            yield Tile(tile)
+        if not op.serial and target.cores > 1:
+            for tile in _parallel_tiles(full, out_dims):
+                yield Tile(tile, parallel=True)
+        for tile in _tiles_one_dim(full, (2,)):  # peeled when the op does not accumulate
+            yield Tile(tile)
+        for i in range(3):
+            yield from _move_options(op, i, target)
+    else:
+        for tile in _tiles_one_dim(full, (0, 1, 2)):
+            yield Tile(tile)
