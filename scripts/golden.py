@@ -1,0 +1,97 @@
+"""Golden outputs of the synthesizer: the header and explain tree of every spec in bench/ and examples/, per ISA.
+
+    python scripts/golden.py write DIR [--isa avx2,avx512_bf16] [--filter REGEX]
+    python scripts/golden.py compare OLD NEW
+
+`write` synthesizes each spec (one shared fresh DB per ISA) and stores DIR/<isa>/<name>.hpp and .tree;
+`compare` reports files whose bytes differ, with the runtime namespace's digest masked (it changes with
+every edit of the runtime templates, on purpose). A refactoring that changes no program leaves no difference.
+"""
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+ISAS = ("avx2", "avx512", "avx512_bf16", "highway", "scalar")
+SMALL_ONLY = {"scalar": 64 ** 3, "highway": 512 ** 3}  # scalar/highway: only specs this small (time)
+
+
+def specs() -> list[tuple[str, str]]:
+    """(name, spec) of every morello_add_kernel in bench/ and examples/."""
+    out = []
+    for m in re.finditer(r'"(\w+)\|(matmul [^|"]+)\|\d"', (ROOT / "bench/CMakeLists.txt").read_text()):
+        out.append((m.group(1), m.group(2)))
+    for cm in sorted((ROOT / "examples").glob("*/CMakeLists.txt")):
+        for m in re.finditer(r'SPEC\s+"([^"]+)"', cm.read_text()):
+            out.append((f"example_{cm.parent.name}", m.group(1)))
+    return out
+
+
+def _volume(spec: str) -> int:
+    m, k, n = map(int, spec.split()[1].split("x"))
+    return m * k * n
+
+
+def write(out: Path, isas, pattern: str | None) -> None:
+    from morello_build.tools import api
+
+    try:
+        from morello_build.ir.impl import format_tree
+    except ImportError:  # after the package moved into ir/
+        from morello_build.ir.impl import format_tree
+    for isa in isas:
+        d = out / isa
+        d.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory() as tmp:
+            db = str(Path(tmp) / "golden.db")
+            for name, spec in specs():
+                if pattern and not re.search(pattern, name):
+                    continue
+                if _volume(spec) > SMALL_ONLY.get(isa, 1 << 62):
+                    continue
+                t0 = time.monotonic()
+                user, target, impl, _ = api.synthesize_program(spec, isa=isa, db=db)
+                from morello_build.codegen import emit_header
+
+                (d / f"{name}.hpp").write_text(emit_header(user, impl, target, name=name, namespace="golden"))
+                (d / f"{name}.tree").write_text(format_tree(impl) + "\n")
+                print(f"{isa:12} {name:20} {time.monotonic() - t0:6.1f} s", flush=True)
+
+
+def _masked(path: Path) -> str:
+    return re.sub(r"morello_rt_v\w+?_[0-9a-f]{8}", "morello_rt_DIGEST", path.read_text(), flags=re.I)
+
+
+def compare(old: Path, new: Path) -> int:
+    files = sorted(p.relative_to(old) for p in old.rglob("*") if p.is_file())
+    bad = [f for f in files if not (new / f).exists() or _masked(old / f) != _masked(new / f)]
+    for f in bad:
+        print(f"differs: {f}")
+    print(f"{len(files) - len(bad)} identical, {len(bad)} different")
+    return 1 if bad else 0
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    w = sub.add_parser("write")
+    w.add_argument("dir", type=Path)
+    w.add_argument("--isa", default=",".join(ISAS))
+    w.add_argument("--filter")
+    c = sub.add_parser("compare")
+    c.add_argument("old", type=Path)
+    c.add_argument("new", type=Path)
+    args = p.parse_args()
+    if args.cmd == "write":
+        write(args.dir, args.isa.split(","), args.filter)
+        return 0
+    return compare(args.old, args.new)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
