@@ -1,7 +1,7 @@
 """Golden outputs of the synthesizer: the header and explain tree of every spec in bench/ and examples/, per ISA.
 
     python scripts/golden.py write DIR [--isa avx2,avx512_bf16] [--filter REGEX]
-    python scripts/golden.py compare OLD NEW
+    python scripts/golden.py compare OLD NEW [--isa avx2]
 
 `write` synthesizes each spec (one shared fresh DB per ISA) and stores DIR/<isa>/<name>.hpp and .tree;
 `compare` reports files whose bytes differ, with the runtime namespace's digest masked (it changes with
@@ -67,8 +67,8 @@ def _masked(path: Path) -> str:
     return re.sub(r"morello_rt_v\w+?_[0-9a-f]{8}", "morello_rt_DIGEST", path.read_text(), flags=re.I)
 
 
-def compare(old: Path, new: Path) -> int:
-    files = sorted(p.relative_to(old) for p in old.rglob("*") if p.is_file())
+def compare(old: Path, new: Path, isas=None) -> int:
+    files = sorted(p.relative_to(old) for p in old.rglob("*") if p.is_file() and (not isas or p.parent.name in isas))
     bad = [f for f in files if not (new / f).exists() or _masked(old / f) != _masked(new / f)]
     for f in bad:
         print(f"differs: {f}")
@@ -86,11 +86,12 @@ def main() -> int:
     c = sub.add_parser("compare")
     c.add_argument("old", type=Path)
     c.add_argument("new", type=Path)
+    c.add_argument("--isa", help="compare only these ISAs (comma-separated)")
     args = p.parse_args()
     if args.cmd == "write":
         write(args.dir, args.isa.split(","), args.filter)
         return 0
-    return compare(args.old, args.new)
+    return compare(args.old, args.new, args.isa.split(",") if args.isa else None)
 
 
 if __name__ == "__main__":
