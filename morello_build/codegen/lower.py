@@ -20,6 +20,7 @@ from morello_build.codegen.isa import IsaInfo
 from morello_build.ir.impl import Accum, Kernel, Loop, MoveImpl
 from morello_build.ir.layout import Layout
 from morello_build.ir.spec import DType, Level
+from morello_build.target.kernels import BY_NAME
 
 F32, BF16 = DType.F32, DType.BF16
 REGISTER_LEVELS = (Level.VRF, Level.RF)
@@ -66,6 +67,11 @@ def const_offset(b: Binding, local) -> int:
 
 
 class Lowerer:
+    """Walks an Impl tree and collects the kernel body's lines; kernel records call back into it (emit,
+    open/close, fresh names, operand access) to write their statements."""
+
+    error = CodegenError  # what a kernel's emitter raises when the tree asks for what it cannot express
+
     def __init__(self, target, info: IsaInfo, rt: str):
         self.target = target
         self.info = info
@@ -142,7 +148,7 @@ class Lowerer:
     # -- tree walk ---------------------------------------------------------------------------------
     def walk(self, node, binds: tuple[Binding, ...]) -> None:
         if isinstance(node, Kernel):
-            getattr(self, f"k_{node.name}")(node, binds)
+            BY_NAME[node.name].emit(self, node, binds)  # each kernel record emits itself
         elif isinstance(node, Loop):
             self.loop(node, binds)
         elif isinstance(node, MoveImpl):
@@ -312,318 +318,9 @@ class Lowerer:
             out.append(b.moved({p: offsets[d] for p, d in enumerate(dims) if d in offsets}))
         return tuple(out)
 
-    # -- kernels: scalar -----------------------------------------------------------------------------
-    def k_mac_scalar(self, node, binds) -> None:
-        a, b, c = binds
-        z = (0, 0, 0)
-        self.emit(f"{self.elem(c, z)} += {self.elem(a, z)} * {self.elem(b, z)};")
-
-    def k_scalar_load(self, node, binds) -> None:
-        src, dst = binds
-        z = (0, 0, 0)
-        self.emit(self.write(dst, z, self.read_f32(src, z)))
-
-    def k_scalar_store(self, node, binds) -> None:
-        src, dst = binds
-        z = (0, 0, 0)
-        self.emit(self.write(dst, z, self.read_f32(src, z)))
-
-    def k_szero(self, node, binds) -> None:
-        (dst,) = binds
-        for local in itertools.product(*(range(s) for s in node.spec.op.dst.shape)):
-            self.emit(self.write(dst, local, "0.0f"))
-
-    def _loop_nest(self, shape, order) -> tuple[list[Affine], int]:
-        """Open C loops over ``shape`` (dims in ``order``, outermost first); returns coords, opened."""
-        coords = [Affine()] * 3
-        opened = 0
-        for d in order:
-            if shape[d] > 1:
-                v = self.fresh("x")
-                self.open(f"for (ix {v} = 0; {v} < {shape[d]}; ++{v}) {{")
-                coords[d] = Affine.var(v)
-                opened += 1
-        return coords, opened
-
-    @staticmethod
-    def _dim_order(b: Binding, shape) -> list[int]:
-        """Dims ordered so that the innermost loop walks the binding's innermost live digit."""
-        order = []
-        for d in b.layout.digits:
-            if d.dim in order:
-                order.remove(d.dim)
-            order.append(d.dim)
-        return order + [d for d in range(3) if d not in order]
-
-    def k_memzero(self, node, binds) -> None:
-        (dst,) = binds
-        shape = node.spec.op.dst.shape
-        coords, opened = self._loop_nest(shape, self._dim_order(dst, shape))
-        zero = "0" if dst.dtype == BF16 else "0.0f"
-        self.emit(f"{self.elem(dst, coords)} = {zero};")
-        for _ in range(opened):
-            self.close()
-
-    def k_copy(self, node, binds) -> None:
-        src, dst = binds
-        shape = node.spec.op.src.shape
-        self.emit(f"// copy {node.spec.op.src.describe()} -> {node.spec.op.dst.describe()}")
-        nest = self._digit_nest(dst.layout, shape, self._dim_order(src, shape))
-        if nest is None:  # walk the source's dims (dst digits that are not a mixed radix of their dim)
-            coords, opened = self._loop_nest(shape, self._dim_order(src, shape))
-            ranges, guards = None, ()
-        else:
-            coords, opened, ranges, guards = nest
-        for g in guards:
-            self.open(f"if ({g}) {{")
-        if src.dtype == dst.dtype:
-            self.emit(f"{self.elem(dst, coords, ranges)} = {self.elem(src, coords)};")
-        else:
-            self.emit(self.write(dst, coords, self.read_f32(src, coords), ranges))
-        for _ in range(opened + len(guards)):
-            self.close()
-
-    def _digit_nest(self, layout, shape, src_order):
-        """Loops over a packed/interleaved destination's digits, so that the innermost loop is
-        unit-stride on both sides (a vectorizable copy, where walking dims made the compiler divide
-        every index); the outer loops follow the source's dim order (``src_order``, outermost first), so
-        that it is read in whole lines. Each dim is the sum of its digits (c = 16*p + q); a ragged last
-        strip is guarded. None when a dim's digits are not a mixed radix of it."""
-        by_dim: dict[int, list] = {}
-        for d in layout.digits:
-            by_dim.setdefault(d.dim, []).append(d)
-        for digits in by_dim.values():
-            digits.sort(key=lambda d: d.div)
-            for lo, hi in zip(digits, digits[1:]):
-                if lo.mod is None or lo.div * lo.mod != hi.div:
-                    return None
-            if digits[0].div != 1 or digits[-1].mod is not None:
-                return None
-        coords = [Affine()] * 3
-        ranges, opened = {}, 0
-        nest = list(zip(layout.digits, layout.extents(shape)))
-        outer = sorted(nest[:-1], key=lambda de: (src_order.index(de[0].dim), -de[0].div))
-        for d, extent in outer + nest[-1:]:
-            if extent > 1:
-                v = self.fresh("x")
-                self.open(f"for (ix {v} = 0; {v} < {extent}; ++{v}) {{")
-                ranges[v] = extent
-                coords[d.dim] = coords[d.dim] + Affine.var(v, d.div)
-                opened += 1
-        guards = tuple(f"{coords[k].c()} < {shape[k]}" for k in range(3)
-                       if shape[k] > 1 and any(d.dim == k and d.div > 1 for d in layout.digits)
-                       and shape[k] % max(d.div for d in layout.digits if d.dim == k))
-        return coords, opened, ranges, guards
-
-    # -- kernels: vector -----------------------------------------------------------------------------
     @property
     def v(self) -> str:
         return "mv"  # namespace alias of the ISA helpers inside the kernel function
-
-    def k_vzero(self, node, binds) -> None:
-        (dst,) = binds
-        bsz, m, n = node.spec.op.dst.shape
-        regs = []
-        for bb, r, s in itertools.product(range(bsz), range(m), range(0, n, self.W)):
-            name, lane = self.reg(dst, (bb, r, s))
-            if lane:
-                raise CodegenError("vzero of a tile that does not start a register")
-            regs.append(name)
-        self.emit(" ".join(f"{x} = {self.v}::zero();" for x in regs))
-        self.zero_regs |= frozenset(regs)
-
-    def _vector_groups(self, mem: Binding, regb: Binding, shape):
-        """Elements of a ≤W-element tile grouped by register: [(reg, first mem local, count)]."""
-        groups: dict[str, list] = {}
-        for local in itertools.product(*(range(s) for s in shape)):
-            name, lane = self.reg(regb, local)
-            groups.setdefault(name, []).append((lane, local))
-        out = []
-        for name, elems in groups.items():
-            lanes = [l for l, _ in elems]
-            if lanes != list(range(len(lanes))):
-                raise CodegenError(f"vector move: lanes {lanes} of {name} are not 0..n-1")
-            first = elems[0][1]
-            for j, (_, local) in enumerate(elems[1:], 1):
-                if self.step(mem, first, local) != j:
-                    raise CodegenError(f"vector move: {mem.root} elements are not contiguous")
-            out.append((name, first, len(elems)))
-        return out
-
-    def k_vload(self, node, binds) -> None:
-        src, dst = binds
-        fn = "load_bf16" if src.dtype == BF16 else "load_f32"
-        for name, first, n in self._vector_groups(src, dst, node.spec.op.src.shape):
-            self.emit(f"{name} = {self.v}::{fn}({self.ptr(src, first)}, {n});")
-            self.zero_regs -= {name}
-
-    def k_vstore(self, node, binds) -> None:
-        src, dst = binds
-        fn = "store_bf16" if dst.dtype == BF16 else "store_f32"
-        for name, first, n in self._vector_groups(dst, src, node.spec.op.src.shape):
-            self.emit(f"{self.v}::{fn}({self.ptr(dst, first)}, {name}, {n});")
-
-    def k_fma_outer(self, node, binds) -> None:
-        a, b, c = binds
-        _, m, _, n = node.spec.op.iter_shape
-        segs = range(0, n, self.W)
-        bregs = []
-        for s in segs:
-            name, lane = self.reg(b, (0, 0, s))
-            if lane:
-                raise CodegenError("fma_outer: B segment does not start a register")
-            bregs.append(name)
-        for r in range(m):
-            av = self.read_f32(a, (0, r, 0))
-            bc = self.fresh("bc")
-            stmts = [f"const {self.info.vtype} {bc} = {self.v}::bcast({av});"]
-            for s, bn in zip(segs, bregs):
-                cn, lane = self.reg(c, (0, r, s))
-                if lane:
-                    raise CodegenError("fma_outer: C segment does not start a register")
-                if cn in self.zero_regs:
-                    stmts.append(f"{cn} = {self.v}::mul({bc}, {bn});")
-                    self.zero_regs -= {cn}
-                else:
-                    stmts.append(f"{cn} = {self.v}::fma({bc}, {bn}, {cn});")
-            self.emit("{ " + " ".join(stmts) + " }")
-
-    # -- dot products ------------------------------------------------------------------------------
-    # C (1x1xn, scalar registers) += A (1xK) . B (Kxn, columns contiguous along K). Each column keeps
-    # ``u`` vector accumulators (chunk j of K goes to accumulator j % u) so that few columns still have
-    # enough independent FMA chains; they are added pairwise in a fixed order, then summed horizontally.
-    def _dot_setup(self, node, binds, kind: str, chains: int):
-        a, b, c = binds
-        _, _, k, n = node.spec.op.iter_shape
-        if c.level != Level.RF:
-            raise CodegenError("dot kernels accumulate into scalar registers")
-        for j in range(n):
-            if k > 1 and self.step(b, (0, 0, j), (0, 1, j)) != 1:
-                raise CodegenError("dot kernel: a B column is not contiguous along K")
-        if kind != "widen" and k > 1 and self.step(a, (0, 0, 0), (0, 0, 1)) != 1:
-            raise CodegenError("dot kernel: A is not contiguous along K")
-        step = self.W if kind == "f32" else 2 * self.W
-        full = k // step
-        u = max(1, min(4, chains // n, full))
-        self.open("{")
-        self.emit(f"// {node.name}: {n} column(s), K = {k}, {u} accumulator(s) per column")
-        accs = [[self.fresh("acc") for _ in range(u)] for _ in range(n)]
-        flat = [x for col in accs for x in col]
-        self.emit(f"{self.info.vtype} " + ", ".join(f"{x} = {self.v}::zero()" for x in flat) + ";")
-        ap = self.fresh("ap")
-        self.emit(f"const {a.dtype.ctype}* {ap} = {self.ptr(a, (0, 0, 0))};")
-        bps = [self.fresh("bp") for _ in range(n)]
-        for j, bp in enumerate(bps):
-            self.emit(f"const {b.dtype.ctype}* {bp} = {self.ptr(b, (0, 0, j))};")
-        return a, b, c, k, n, accs, ap, bps, u
-
-    def _chunks(self, full: int, u: int, body) -> None:
-        """Call body(chunk expression, accumulator index) for chunks 0..full-1, u per loop trip."""
-        trips = full // u
-        if trips == 1:
-            for j in range(u):
-                body(str(j), j)
-        elif trips > 1:
-            ch = self.fresh("ch")
-            self.open(f"for (ix {ch} = 0; {ch} < {trips * u}; {ch} += {u}) {{")
-            for j in range(u):
-                body(f"({ch} + {j})" if j else ch, j)
-            self.close()
-        for j in range(full - trips * u):
-            body(str(trips * u + j), j)
-
-    def _dot_finish(self, c, accs) -> None:
-        for j, col in enumerate(accs):
-            terms = list(col)
-            while len(terms) > 1:  # pairwise, fixed order
-                terms = [f"{self.v}::add({x}, {y})" if y else x
-                         for x, y in itertools.zip_longest(terms[0::2], terms[1::2])]
-            self.emit(f"{self.elem(c, (0, 0, j))} += {self.v}::hsum({terms[0]});")
-        self.close()
-
-    def k_dot_f32(self, node, binds) -> None:
-        a, b, c, k, n, accs, ap, bps, u = self._dot_setup(node, binds, "f32", chains=8)
-        W = self.W
-        full, tail = divmod(k, W)
-
-        def body(chunk: str, j: int, cnt: int = W):
-            off = f"{chunk} * {W}"
-            av = self.fresh("av")
-            self.emit(f"const {self.info.vtype} {av} = {self.v}::load_f32({ap} + {off}, {cnt});")
-            for col, bp in zip(accs, bps):
-                acc = col[j]
-                self.emit(f"{acc} = {self.v}::fma({av}, {self.v}::load_f32({bp} + {off}, {cnt}), {acc});")
-
-        self._chunks(full, u, body)
-        if tail:
-            body(str(full), 0, tail)
-        self._dot_finish(c, accs)
-
-    def k_dot_bf16_dp(self, node, binds) -> None:
-        a, b, c, k, n, accs, ap, bps, u = self._dot_setup(node, binds, "dp", chains=8)
-        step = 2 * self.W
-        full, tail = divmod(k, step)
-
-        def body(chunk: str, j: int, cnt: int = step):
-            off = f"{chunk} * {step}"
-            for col, bp in zip(accs, bps):
-                acc = col[j]
-                self.emit(f"{acc} = {self.v}::dp_bf16({acc}, {ap} + {off}, {bp} + {off}, {cnt});")
-
-        self._chunks(full, u, body)
-        if tail:
-            body(str(full), 0, tail)
-        self._dot_finish(c, accs)
-
-    def k_dot_bf16_widen(self, node, binds) -> None:
-        a, b, c, k, n, accs, ap, bps, u = self._dot_setup(node, binds, "widen", chains=4)
-        W = self.W
-        step = 2 * W
-        full, tail = divmod(k, step)
-
-        def strip_layout(k0: int, cnt: int):
-            """(evens offset, odds offset) of the strip starting at k0 relative to ap, checked dense."""
-            base = (0, 0, k0)
-            ev = self.step(a, (0, 0, 0), base)
-            od = self.step(a, (0, 0, 0), (0, 0, k0 + 1)) if cnt > 1 else 0
-            if ev is None or od is None:
-                raise CodegenError("dot_bf16_widen: A strip offsets are not constant")
-            for j in range(1, (cnt + 1) // 2):
-                if self.step(a, base, (0, 0, k0 + 2 * j)) != j:
-                    raise CodegenError("dot_bf16_widen: A evens are not contiguous")
-            for j in range(1, cnt // 2):
-                if self.step(a, (0, 0, k0 + 1), (0, 0, k0 + 1 + 2 * j)) != j:
-                    raise CodegenError("dot_bf16_widen: A odds are not contiguous")
-            return ev, od
-
-        def emit_strip(aoff: str, boff: str, odd_delta: int, cnt: int, j: int):
-            ae, ao = self.fresh("ae"), self.fresh("ao")
-            ne, no = (cnt + 1) // 2, cnt // 2
-            self.emit(f"const {self.info.vtype} {ae} = {self.v}::load_f32({ap} + {aoff}, {ne});")
-            if no:
-                self.emit(f"const {self.info.vtype} {ao} = {self.v}::load_f32({ap} + {aoff} + {odd_delta}, {no});")
-            for col, bp in zip(accs, bps):
-                acc = col[j]
-                be, bo = self.fresh("be"), self.fresh("bo")
-                self.emit(f"{self.info.vtype} {be}, {bo}; {self.v}::load_bf16_pairs({bp} + {boff}, {cnt}, {be}, {bo});")
-                self.emit(f"{acc} = {self.v}::fma({ae}, {be}, {acc});")
-                if no:
-                    self.emit(f"{acc} = {self.v}::fma({ao}, {bo}, {acc});")
-
-        if full:
-            ev0, od0 = strip_layout(0, step)
-            sstride = strip_layout(step, step)[0] if full > 1 else step
-            if ev0 != 0:
-                raise CodegenError("dot_bf16_widen: A does not start its first strip")
-
-            def body(chunk: str, j: int):
-                emit_strip(f"{chunk} * {sstride}", f"{chunk} * {step}", od0, step, j)
-
-            self._chunks(full, u, body)
-        if tail:
-            ev, od = strip_layout(full * step, tail)
-            emit_strip(str(ev), str(full * step), od - ev, tail, 0)
-        self._dot_finish(c, accs)
 
 
 def root_bindings(user, lanes: int) -> tuple[Binding, ...]:

@@ -1,6 +1,6 @@
 """x86 targets as data: feature levels, memory capacities and cost constants.
 
-The kernel catalog (what each microkernel applies to and costs) lives in ``kernels.py``.
+The kernel catalog (what each microkernel applies to, costs and emits) lives in ``kernels/``.
 """
 from __future__ import annotations
 
@@ -98,7 +98,7 @@ class Target:
     def kernels(self):
         from morello_build.target.kernels import CATALOG
 
-        return tuple(k for k in CATALOG if k.features <= self.features)
+        return tuple(k for k in CATALOG if k.available_on(self))
 
 
 _AVX2 = frozenset({"avx2", "fma"})
