@@ -20,7 +20,6 @@ from morello_build.codegen.isa import IsaInfo
 from morello_build.ir.impl import Accum, Kernel, Loop, MoveImpl
 from morello_build.ir.layout import Layout
 from morello_build.ir.spec import DType, Level
-from morello_build.target.kernels import BY_NAME
 
 F32, BF16 = DType.F32, DType.BF16
 REGISTER_LEVELS = (Level.VRF, Level.RF)
@@ -148,7 +147,7 @@ class Lowerer:
     # -- tree walk ---------------------------------------------------------------------------------
     def walk(self, node, binds: tuple[Binding, ...]) -> None:
         if isinstance(node, Kernel):
-            BY_NAME[node.name].emit(self, node, binds)  # each kernel record emits itself
+            self.target.kernel(node.name).emit(self, node, binds)  # each kernel record emits itself
         elif isinstance(node, Loop):
             self.loop(node, binds)
         elif isinstance(node, MoveImpl):

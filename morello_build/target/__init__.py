@@ -100,6 +100,12 @@ class Target:
 
         return tuple(k for k in CATALOG if k.available_on(self))
 
+    def kernel(self, name: str):
+        """The catalog record ``name`` (codegen asks it to emit the nodes that selected it)."""
+        from morello_build.target.kernels import BY_NAME
+
+        return BY_NAME[name]
+
 
 _AVX2 = frozenset({"avx2", "fma"})
 _AVX512 = _AVX2 | {"avx512f", "avx512bw", "avx512vl", "avx512dq"}
