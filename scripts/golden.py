@@ -69,11 +69,12 @@ def _masked(path: Path) -> str:
 
 def compare(old: Path, new: Path, isas=None) -> int:
     files = sorted(p.relative_to(old) for p in old.rglob("*") if p.is_file() and (not isas or p.parent.name in isas))
-    bad = [f for f in files if not (new / f).exists() or _masked(old / f) != _masked(new / f)]
+    missing = [f for f in files if not (new / f).exists()]
+    bad = [f for f in files if (new / f).exists() and _masked(old / f) != _masked(new / f)]
     for f in bad:
         print(f"differs: {f}")
-    print(f"{len(files) - len(bad)} identical, {len(bad)} different")
-    return 1 if bad else 0
+    print(f"{len(files) - len(bad) - len(missing)} identical, {len(bad)} different, {len(missing)} not written")
+    return 1 if bad or missing else 0
 
 
 def main() -> int:
