@@ -15,7 +15,6 @@ Concurrency: WAL journal, a long busy timeout, and results buffered in memory an
 """
 from __future__ import annotations
 
-import hashlib
 import os
 import sqlite3
 import time
@@ -23,6 +22,7 @@ from pathlib import Path
 
 import morello_build
 from morello_build.db import encode
+from morello_build.fingerprint import synthesis_fingerprint
 
 SCHEMA_VERSION = 2
 BUSY_TIMEOUT_S = 120.0
@@ -81,27 +81,11 @@ def _wrap(path, e: sqlite3.Error) -> DBError:
     return corrupt(path, msg)
 
 
-_FINGERPRINT_FILES = (
-    "ir/spec.py", "ir/layout.py", "synth/cost.py", "synth/search.py", "ir/impl.py", "synth/overwrite.py",
-    "target/__init__.py", "target/kernels.py", "db/encode.py", "synth/actions/__init__.py", "synth/actions/plan.py",
-    "synth/actions/tile.py", "synth/actions/move.py", "synth/actions/accum.py", "synth/actions/policy.py",
-)
-
-
 def code_fingerprint() -> str:
-    """Hash of the synthesizer's sources: results of an edited search or cost model are not reused.
-    (``_MORELLO_DB_FINGERPRINT`` overrides it: tests pin it while others edit the tree.)"""
-    pinned = os.environ.get("_MORELLO_DB_FINGERPRINT")
-    if pinned:
-        return pinned
-    root = Path(morello_build.__file__).parent
-    h = hashlib.sha256()
-    for name in _FINGERPRINT_FILES:
-        try:
-            h.update((root / name).read_bytes())
-        except OSError:
-            h.update(b"?" + name.encode())
-    return h.hexdigest()[:16]
+    """Hash of the synthesizer's sources (fingerprint.synthesis_fingerprint): results of an edited search
+    or cost model are not reused. (``_MORELLO_DB_FINGERPRINT`` overrides it: tests pin it while others
+    edit the tree.)"""
+    return os.environ.get("_MORELLO_DB_FINGERPRINT") or synthesis_fingerprint()
 
 
 def check_header(path: Path) -> None:
