@@ -3,6 +3,7 @@ import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -115,3 +116,27 @@ def test_compile_is_exported_lazily():
     assert r.stdout.split()[-1] == "compile_kernel"
     code = "import sys, morello_build; print('numpy' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "False"
+
+
+# -- tools/files.py: the one atomic write ------------------------------------------------------------
+def test_write_if_changed_keeps_an_unchanged_file(tmp_path):
+    from morello_build.tools.files import write_if_changed
+
+    path = tmp_path / "sub" / "k.hpp"
+    assert write_if_changed(path, "a\n") and path.read_text() == "a\n"
+    os.utime(path, ns=(1, 1))
+    assert not write_if_changed(path, b"a\n") and path.stat().st_mtime_ns == 1  # same bytes: untouched
+    assert write_if_changed(path, "b\n") and path.read_text() == "b\n"
+    assert [p.name for p in path.parent.iterdir()] == ["k.hpp"]  # no temporary file left
+
+
+def test_atomic_output_leaves_the_old_file_on_failure(tmp_path):
+    from morello_build.tools.files import atomic_output
+
+    path = tmp_path / "k.o"
+    path.write_text("old")
+    with pytest.raises(RuntimeError), atomic_output(path) as tmp:
+        assert tmp.endswith(".o") and os.path.dirname(tmp) == str(tmp_path)
+        Path(tmp).write_text("partial")
+        raise RuntimeError("compiler failed")
+    assert path.read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["k.o"]

@@ -29,6 +29,7 @@ pytest.importorskip("pybind11")
 if shutil.which(os.environ.get("CXX", "g++").split()[0]) is None:
     pytest.skip("no C++ compiler", allow_module_level=True)
 
+from morello_build.fingerprint import generator_fingerprint  # noqa: E402
 from morello_build.tools import pyapi  # noqa: E402
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
@@ -246,17 +247,18 @@ def test_fresh_process_reuses_the_cache(kernels, pyapi_cache_dir):
     pyapi.compile_kernel(spec)
     code = textwrap.dedent(
         f"""
+        from morello_build.fingerprint import generator_fingerprint
         from morello_build.tools import pyapi
         f = pyapi.compile_kernel({spec!r})
         print(pyapi.stats["compile"], pyapi.stats["link"], pyapi.stats["synthesized"],
-              pyapi._generator_fingerprint())
+              generator_fingerprint())
         """
     )
     env = dict(os.environ, MORELLO_CACHE_DIR=str(pyapi_cache_dir))
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     *counts, fingerprint = out.stdout.split()
-    if fingerprint != pyapi._generator_fingerprint():
+    if fingerprint != generator_fingerprint():
         pytest.skip("the synthesizer's files changed while the tests ran (cached headers are per version)")
     assert counts == ["0", "0", "0"], f"compile, link, synthesized in the fresh process: {counts}"
 

@@ -15,7 +15,6 @@ Concurrency: WAL journal, a long busy timeout, and results buffered in memory an
 """
 from __future__ import annotations
 
-import hashlib
 import os
 import sqlite3
 import time
@@ -23,6 +22,8 @@ from pathlib import Path
 
 import morello_build
 from morello_build.db import encode
+from morello_build.db.boxes import covers, merge_boxes, union
+from morello_build.fingerprint import synthesis_fingerprint
 
 SCHEMA_VERSION = 2
 BUSY_TIMEOUT_S = 120.0
@@ -81,28 +82,10 @@ def _wrap(path, e: sqlite3.Error) -> DBError:
     return corrupt(path, msg)
 
 
-_FINGERPRINT_FILES = (
-    "ir/spec.py", "ir/layout.py", "synth/cost.py", "synth/search.py", "ir/impl.py", "synth/overwrite.py",
-    "target/__init__.py", "target/kernels/__init__.py", "target/kernels/common.py", "target/kernels/outer.py",
-    "target/kernels/dot.py", "target/kernels/moves.py", "target/kernels/zero.py", "db/encode.py", "synth/actions/__init__.py", "synth/actions/plan.py",
-    "synth/actions/tile.py", "synth/actions/move.py", "synth/actions/accum.py", "synth/actions/policy.py",
-)
-
-
 def code_fingerprint() -> str:
-    """Hash of the synthesizer's sources: results of an edited search or cost model are not reused.
+    """fingerprint.synthesis_fingerprint(): an edited synthesizer never reuses stale decisions.
     (``_MORELLO_DB_FINGERPRINT`` overrides it: tests pin it while others edit the tree.)"""
-    pinned = os.environ.get("_MORELLO_DB_FINGERPRINT")
-    if pinned:
-        return pinned
-    root = Path(morello_build.__file__).parent
-    h = hashlib.sha256()
-    for name in _FINGERPRINT_FILES:
-        try:
-            h.update((root / name).read_bytes())
-        except OSError:
-            h.update(b"?" + name.encode())
-    return h.hexdigest()[:16]
+    return os.environ.get("_MORELLO_DB_FINGERPRINT") or synthesis_fingerprint()
 
 
 def check_header(path: Path) -> None:
@@ -377,12 +360,12 @@ class Store:
             rows = self.conn.execute(_NEIGHBOURS, (kid, *hi, did, *box[:6])).fetchall()
             grown = False
             for rid, *other in rows:
-                if _covers(other, box):
+                if covers(other, box):
                     if other[9] > box[9] or other[10] < box[10]:  # widen its cost range
                         self.conn.execute("UPDATE rects SET nlo=?, nhi=? WHERE id=?",
                                           (min(other[9], box[9]), max(other[10], box[10]), rid))
                     return None  # already stored (another process found it too)
-                merged = _union(box, other)
+                merged = union(box, other)
                 if merged is not None:
                     self.conn.execute("DELETE FROM rects WHERE id=?", (rid,))
                     box = merged
@@ -415,55 +398,3 @@ class Store:
 
     def __exit__(self, *exc):
         self.close()
-
-
-# A box is [alo, ahi, blo, bhi, clo, chi, llo, vlo, rlo, nlo, nhi, points]: shape coordinate ranges, the
-# lower memory limits (the upper ones are the group's), the range of cost per volume, specs merged.
-def _covers(a, b) -> bool:
-    """Whether box a answers every point of box b (same decision and upper limits assumed)."""
-    return all(a[2 * d] <= b[2 * d] and b[2 * d + 1] <= a[2 * d + 1] for d in range(3)) and all(
-        a[i] <= b[i] for i in (6, 7, 8))
-
-
-def _union(a, b):
-    """One box answering exactly the shapes of a and b, if their shapes form a box (equal in two dims,
-    touching or overlapping in the third): lower limits are the larger of the two (every program fits),
-    costs the union of their ranges. None if the shapes do not form a box."""
-    diff = [d for d in range(3) if (a[2 * d], a[2 * d + 1]) != (b[2 * d], b[2 * d + 1])]
-    if len(diff) > 1:
-        return None
-    out = list(a)
-    if diff:
-        d = diff[0]
-        if a[2 * d] > b[2 * d + 1] + 1 or b[2 * d] > a[2 * d + 1] + 1:
-            return None
-        out[2 * d], out[2 * d + 1] = min(a[2 * d], b[2 * d]), max(a[2 * d + 1], b[2 * d + 1])
-        out[11] = a[11] + b[11]
-    else:
-        out[11] = max(a[11], b[11])  # the same shapes twice: the same specs
-    for i in (6, 7, 8):
-        out[i] = max(a[i], b[i])
-    out[9], out[10] = min(a[9], b[9]), max(a[10], b[10])
-    return out
-
-
-def merge_boxes(boxes: list) -> list:
-    """Merge boxes (see above) of one key, decision and upper limits whose shapes share a face or
-    coincide. The merged shapes are exactly the union of the inputs': no unsynthesized shape is claimed."""
-    boxes = [list(b) for b in boxes]
-    changed = True
-    while changed and len(boxes) > 1:
-        changed = False
-        for d in range(3):
-            others = [i for i in range(6) if i // 2 != d]
-            boxes.sort(key=lambda b: ([b[i] for i in others], b[2 * d]))
-            out = [boxes[0]]
-            for b in boxes[1:]:
-                merged = _union(out[-1], b) if all(out[-1][i] == b[i] for i in others) else None
-                if merged is not None:
-                    out[-1] = merged
-                    changed = True
-                else:
-                    out.append(b)
-            boxes = out
-    return boxes

@@ -1,13 +1,11 @@
-"""The Python entry points the CLI, CMake and the pybind11 bridge share: spec string -> header text."""
+"""The Python entry points the CLI, CMake and the pybind11 bridge share: spec string -> header text.
+(``write_if_changed`` is tools/files.py's, re-exported for cpp_tests/gen_tests.py.)"""
 from __future__ import annotations
-
-import os
-import tempfile
-from pathlib import Path
 
 from morello_build.ir.spec import UserSpec, parse_spec
 from morello_build.synth.search import synthesize
 from morello_build.target import get_target
+from morello_build.tools.files import write_if_changed as write_if_changed
 
 
 def synthesize_program(spec: str | UserSpec, *, isa: str = "native", db: str | None = None, progress=None):
@@ -39,24 +37,3 @@ def synthesize_header(
 
     user, target, impl, _ = synthesize_program(spec, isa=isa, db=db, progress=progress)
     return emit_header(user, impl, target, name=name, namespace=namespace)
-
-
-def write_if_changed(path: str | os.PathLike, text: str) -> bool:
-    """Write ``text`` atomically (temp file + rename), only if the bytes differ. Returns whether written."""
-    path = Path(path)
-    data = text.encode()
-    try:
-        if path.read_bytes() == data:
-            return False
-    except OSError:
-        pass
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
-    return True

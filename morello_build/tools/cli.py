@@ -6,16 +6,14 @@ finding no program exits 3. Tracebacks are for our bugs only.
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 import time
 
 from morello_build import __version__
 from morello_build.target import ISAS
-
-
-class UserError(Exception):
-    """A mistake in the command line or its inputs: reported as one line."""
+from morello_build.tools import vendor
+from morello_build.tools.errors import UserError, warn
+from morello_build.tools.files import write_if_changed
 
 
 def _progress():
@@ -30,11 +28,6 @@ def _progress():
     t0 = time.monotonic()
     update = lambda n: status.update(f"synthesizing: {n:,} specs visited, {time.monotonic() - t0:.0f} s")
     return update, status.stop
-
-
-def warn(message: str) -> None:
-    """A one-line warning on stderr (the command goes on)."""
-    print(f"morello-build: warning: {message}", file=sys.stderr)
 
 
 def _synthesize(args, header: bool):
@@ -54,8 +47,6 @@ def _synthesize(args, header: bool):
 
 
 def cmd_synth(args) -> int:
-    from morello_build.tools.api import write_if_changed
-
     _check_identifier(args.name, "--name")
     for part in args.namespace.split("::"):
         _check_identifier(part, "--namespace")
@@ -146,14 +137,9 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--isa", default="native", choices=ISAS)
     d.add_argument("--sample", type=int, default=20, help="entries re-derived by verify")
     d.set_defaults(func=cmd_db)
-    try:
-        vendor = importlib.import_module("morello_build.tools.vendor")
-    except ImportError:
-        vendor = None
-    if vendor is not None:
-        v = sub.add_parser("vendor", help="copy generated headers and a manifest into a source tree")
-        vendor.add_arguments(v)
-        v.set_defaults(func=vendor.run)
+    v = sub.add_parser("vendor", help="copy generated headers and a manifest into a source tree")
+    vendor.add_arguments(v)
+    v.set_defaults(func=vendor.run)
     return p
 
 

@@ -151,8 +151,9 @@ def _manifest_text(entries: list[dict], version: str) -> str:
 def run(args) -> int:
     from morello_build import __version__
     from morello_build.db import resolve_path
-    from morello_build.tools.api import synthesize_header, write_if_changed
-    from morello_build.tools.cli import warn
+    from morello_build.tools.api import synthesize_header
+    from morello_build.tools.errors import warn
+    from morello_build.tools.files import write_if_changed
 
     out = Path(args.out)
     manifest_out = out / MANIFEST_NAME
