@@ -15,8 +15,8 @@ import itertools
 from dataclasses import dataclass, replace
 from math import ceil, prod
 
-from morello_build.codegen.affine import Affine, Expr, expr_c, layout_offset, paren
 from morello_build.codegen.isa import IsaInfo
+from morello_build.ir.affine import Affine, Expr, expr_c, layout_offset, paren
 from morello_build.ir.impl import Accum, Kernel, Loop, MoveImpl
 from morello_build.ir.layout import Layout
 from morello_build.ir.spec import DType, Level

@@ -80,7 +80,7 @@ def interleaved_for(a: TensorSpec, lanes: int) -> bool:
 # -- emitter helpers shared by families ---------------------------------------------------------------
 def loop_nest(lw, shape, order):
     """Open C loops over ``shape`` (dims in ``order``, outermost first); returns (coords, loops opened)."""
-    from morello_build.codegen.affine import Affine
+    from morello_build.ir.affine import Affine
 
     coords = [Affine()] * 3
     opened = 0

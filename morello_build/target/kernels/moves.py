@@ -130,7 +130,7 @@ def _digit_nest(lw, layout, shape, src_order):
     loops follow the source's dim order (``src_order``, outermost first), so that it is read in whole
     lines. Each dim is the sum of its digits (c = 16*p + q); a ragged last strip is guarded. None when a
     dim's digits are not a mixed radix of it."""
-    from morello_build.codegen.affine import Affine
+    from morello_build.ir.affine import Affine
 
     by_dim: dict[int, list] = {}
     for d in layout.digits:
