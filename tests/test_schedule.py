@@ -103,7 +103,7 @@ def test_select_kernel_leaf():
 @pytest.mark.parametrize(
     "call, match",
     [
-        (lambda s, t: S.tile_out(s, (4, 4), target=t), "whole output"),
+        (lambda s, t: S.tile_out(s, (4, 4), target=t), "nothing to loop over"),
         (lambda s, t: S.tile_out(s, (0, 2), target=t), "between 1"),
         (lambda s, t: S.tile_out(s, (8, 2), target=t), "between 1"),
         (lambda s, t: S.tile_out(s, (2,), target=t), "2 or 3 sizes"),
