@@ -15,6 +15,8 @@ UNKNOWN_KERNEL = Refusal("unknown-kernel", "unknown kernel '{}' (accepted: {})")
 WRONG_KIND = Refusal("wrong-kind", "{} implements a {}, not a {}")
 LACKS_FEATURES = Refusal("lacks-features", "{} needs {}, which {} lacks")
 KERNEL_DOES_NOT_FIT = Refusal("kernel-does-not-fit", "{} ({}) does not apply to these operands")
+# The search meets this refusal most (every kernel of the op's kind is tried at every spec): made once.
+_DOES_NOT_FIT = {k.name: KERNEL_DOES_NOT_FIT(k.name, k.doc) for k in BY_NAME.values()}
 
 
 @dataclass(frozen=True)
@@ -64,7 +66,7 @@ class Select:
         if not k.features <= target.features:
             return LACKS_FEATURES(k.name, ", ".join(sorted(k.features - target.features)), target.isa)
         if not k.applies(spec.op, target):
-            return KERNEL_DOES_NOT_FIT(k.name, k.doc)
+            return _DOES_NOT_FIT[k.name]
         return Plan((), lambda _: Kernel(spec, k.name, k.cost(spec.op, target)))
 
     # -- serialization (DB decisions): K:<kernel name> ----------------------------------------------
