@@ -14,7 +14,7 @@ ACCUMULATES = Refusal("accumulates", "it already accumulates")
 UNKNOWN_KERNEL = Refusal("unknown-kernel", "unknown kernel '{}' (accepted: {})")
 WRONG_KIND = Refusal("wrong-kind", "{} implements a {}, not a {}")
 LACKS_FEATURES = Refusal("lacks-features", "{} needs {}, which {} lacks")
-KERNEL_DOES_NOT_FIT = Refusal("kernel-does-not-fit", "{} ({}) does not apply to these operands")
+KERNEL_DOES_NOT_FIT = Refusal("kernel-does-not-fit", "{} ({}) does not fit these operands")
 # The search meets this refusal most (every kernel of the op's kind is tried at every spec): made once.
 _DOES_NOT_FIT = {k.name: KERNEL_DOES_NOT_FIT(k.name, k.doc) for k in BY_NAME.values()}
 
