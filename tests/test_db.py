@@ -77,19 +77,76 @@ def test_size_coordinates_are_a_bijection():
     assert [encode.coord_size("l", c) for c in range(1, 6)] == [3, 5, 6, 7, 9]
 
 
-def test_keys_and_decisions_round_trip(filled):
+class _Recorder:
+    """A store that remembers nothing and records what the search puts: each spec it solved, the program
+    and the action that made it."""
+
+    def __init__(self):
+        self.puts = []
+
+    def get(self, spec, search):
+        return False, None
+
+    def put(self, spec, impl, action, unbounded=None):
+        self.puts.append((spec, impl, action))
+
+
+def _recorded(text, isa=ISA):
+    target = get_target(isa)
+    rec = _Recorder()
+    synthesize(parse_spec(text).to_spec(target.limits()), target, store=rec)
+    return rec.puts
+
+
+def test_keys_and_decisions_round_trip():
+    """Every spec the search solves: its key decodes to its op, the action it chose writes a decision
+    that reads back as the same action, and replaying that action rebuilds the same program."""
     target = get_target(ISA)
-    for spec in SPECS:
-        impl = _fresh(spec)
-        stack = [impl]
-        while stack:
-            node = stack.pop()
-            stack.extend(node.children)
-            key, coords, _ = encode.op_key(node.spec.op)
-            assert encode.op_from_key(key, coords) == node.spec.op
-            action = encode.action_from_text(encode.decision_text(node.spec, node, target), node.spec.op)
-            replayed = Search(target).apply(node.spec, action)
-            assert db.program_signature(replayed) == db.program_signature(node)
+    for text in SPECS:
+        replay = Search(target)
+        for spec, impl, action in _recorded(text):
+            key, coords, _ = encode.op_key(spec.op)
+            assert encode.op_from_key(key, coords) == spec.op
+            assert (impl is None) == (action is None)
+            decision = encode.action_text(action, spec.op)
+            assert encode.action_from_text(decision, spec.op) == action, decision
+            if action is not None:
+                assert db.program_signature(replay.apply(spec, action)) == db.program_signature(impl)
+
+
+def test_every_offered_action_round_trips():
+    from morello_build.synth.actions import decode, enumerate_actions
+
+    target = get_target("avx512_bf16")
+    for text in ("matmul 6x64x32 a=bf16 b=bf16:col", "matmul 1x2048x100 b=bf16:col c=bf16 serial"):
+        spec = parse_spec(text).to_spec(target.limits())
+        for sub in [spec, *(s for a in enumerate_actions(spec, target)
+                            for s in getattr(a.plan(spec, target), "subspecs", ()))]:
+            for action in enumerate_actions(sub, target):
+                assert decode(action.encode(sub.op), sub.op) == action
+
+
+def test_decision_texts_keep_their_format():
+    """Decisions already in DB files must keep reading as the same actions."""
+    from morello_build.ir.layout import packed, row_major
+    from morello_build.ir.spec import DType, Level
+    from morello_build.synth.actions import MoveOperand, Select, Tile, ToAccum
+
+    op = parse_spec("matmul 4x8x16").to_spec(get_target(ISA).limits()).op
+    for action, text in (
+        (Select("fma_outer"), "K:fma_outer"),
+        (Tile((1, 2, 8, 16)), "T:s:F,2,F,F"),
+        (Tile((1, 4, 8, 8), parallel=True), "T:p:F,F,F,8"),
+        (ToAccum(), "A"),
+        (MoveOperand(2, Level.VRF), "M:2:3:-:-"),
+        (MoveOperand(1, Level.L1, packed(2, 8), DType.F32), "M:1:2:0/1/;2/8/;1/1/;2/1/8:f32"),
+        (MoveOperand(0, Level.GL, row_major()), "M:0:0:0/1/;1/1/;2/1/:-"),
+    ):
+        assert action.encode(op) == text
+        assert encode.action_from_text(text, op) == action
+    assert encode.action_text(None, op) == encode.NONE and encode.action_from_text(encode.NONE, op) is None
+    with pytest.raises(ValueError, match="unknown decision"):
+        encode.action_from_text("Q:1", op)
 
 
 def test_merge_boxes_only_joins_exact_unions():
@@ -145,10 +202,11 @@ def test_unbounded_answers_open_the_box_upwards(tmp_path):
     """put(..., unbounded=...) (the search's statement that more memory changes nothing) widens the box."""
     target = get_target(ISA)
     spec = parse_spec(SPECS[0]).to_spec(target.limits())
-    impl = _fresh(SPECS[0])
+    top, impl, action = _recorded(SPECS[0])[-1]  # the search puts the top spec last
+    assert top == spec
     path = str(tmp_path / "u.db")
     with Store(path, target) as store:
-        store.put(spec, impl, unbounded=(True, False, True))
+        store.put(spec, impl, action, unbounded=(True, False, True))
     from dataclasses import replace
 
     bigger = replace(spec, limits=replace(spec.limits, l1=spec.limits.l1 * 8, rf=spec.limits.rf * 2))

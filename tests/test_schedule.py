@@ -103,7 +103,7 @@ def test_select_kernel_leaf():
 @pytest.mark.parametrize(
     "call, match",
     [
-        (lambda s, t: S.tile_out(s, (4, 4), target=t), "whole output"),
+        (lambda s, t: S.tile_out(s, (4, 4), target=t), "nothing to loop over"),
         (lambda s, t: S.tile_out(s, (0, 2), target=t), "between 1"),
         (lambda s, t: S.tile_out(s, (8, 2), target=t), "between 1"),
         (lambda s, t: S.tile_out(s, (2,), target=t), "2 or 3 sizes"),
@@ -145,6 +145,57 @@ def test_invalid_actions_in_context():
         S.move(tight, "b", "L1", layout="col", target=t)
     with pytest.raises(ValueError, match="target is required"):
         S.tile_out(acc, (2, 2))
+
+
+def test_actions_say_why_they_do_not_apply():
+    """Each action's plan returns a Refusal (a stable code and a one-line reason) where it does not apply;
+    the scheduling API reports that reason."""
+    from morello_build.ir.spec import DType
+    from morello_build.synth.actions import (
+        MoveOperand,
+        Plan,
+        Refusal,
+        Select,
+        Tile,
+        ToAccum,
+    )
+
+    t = AVX512
+    spec = S.to_spec("matmul 4x4x4", t)
+    acc = S.to_spec("matmul 4x4x4 accum", t)
+    c_in_vrf = MoveOperand(2, Level.VRF).plan(spec, t).subspecs[0]  # C in registers, not accumulating
+    a_in_l1 = MoveOperand(0, Level.L1).plan(spec, t).subspecs[0]  # a view of A in L1
+    packed_b = MoveOperand(1, Level.L1, S.packed(2, 16)).plan(S.to_spec("matmul 4x64x64", t), t).subspecs[1]
+    cases = [
+        (Tile((1, 4, 4, 4)), spec, t, "nothing-to-loop"),
+        (Tile((1, 0, 4, 4)), spec, t, "bad-tile"),
+        (Tile((1, 4, 4)), spec, t, "bad-tile"),
+        (Tile((1, 4, 64, 8)), packed_b, t, "cuts-strip"),
+        (Tile((1, 2, 4, 4), parallel=True), S.to_spec("matmul 4x4x4 serial", t), t, "serial"),
+        (Tile((1, 4, 2, 4), parallel=True), acc, t, "parallel-split"),
+        (Tile((1, 2, 2, 4)), spec, t, "peel-tiles-k-only"),
+        (Tile((1, 4, 2, 4)), c_in_vrf, t, "peel-in-registers"),
+        (Tile((1, 4, 2, 4)), S.to_spec("matmul 4x4x4 c=bf16", TARGETS["avx512_bf16"]), TARGETS["avx512_bf16"],
+         "rounds-partial-sums"),
+        (ToAccum(), acc, t, "accumulates"),
+        (ToAccum(), MoveOperand(2, Level.VRF).plan(acc, t).subspecs[0], t, "not-matmul"),
+        (Select("nope"), spec, t, "unknown-kernel"),
+        (Select("vload"), spec, t, "wrong-kind"),
+        (Select("dot_bf16_dp"), spec, t, "lacks-features"),
+        (Select("mac_scalar"), spec, t, "kernel-does-not-fit"),
+        (MoveOperand(0, Level.GL), spec, t, "needs-layout"),
+        (MoveOperand(0, Level.L2), a_in_l1, t, "not-faster"),
+        (MoveOperand(0, Level.L1, a_in_l1.op.a.layout), a_in_l1, t, "same-copy"),
+        (MoveOperand(2, Level.VRF), spec, SCALAR, "no-vectors"),
+        (MoveOperand(0, Level.L2, S.row_major(), DType.F32), spec, t, "l2-copy"),
+        (MoveOperand(1, Level.L1, S.col_major()), UserSpec(8, 8, 8).to_spec(MemoryLimits(64, 0, 0)), t, "no-memory"),
+    ]
+    for action, s, target, code in cases:
+        why = action.plan(s, target)
+        assert isinstance(why, Refusal) and why.code == code, (action, s.describe(), why)
+        assert why.reason and "{}" not in why.reason
+    assert isinstance(MoveOperand(1, Level.L1, S.col_major()).plan(spec, t), Plan)
+    assert str(Tile((1, 4, 4, 4)).plan(spec, t)) == "the tile is the whole iteration space: nothing to loop over"
 
 
 def test_synthesize_no_program():

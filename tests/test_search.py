@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from morello_build.check.interpret import interpret, reference
 from morello_build.ir.impl import Kernel, format_tree, walk
 from morello_build.ir.spec import DType, MemoryLimits, UserSpec, canonicalize
-from morello_build.synth.actions import enumerate_actions
+from morello_build.synth.actions import Plan, enumerate_actions
 from morello_build.synth.cost import better
 from morello_build.synth.search import NoProgram, Search, synthesize
 from morello_build.target import TARGETS
@@ -152,7 +152,7 @@ def all_programs(spec, target):
     No memo, no pruning, no reuse across limits: the definition the DP must agree with."""
     for action in enumerate_actions(spec, target):
         plan = action.plan(spec, target)
-        if plan is None:
+        if not isinstance(plan, Plan):
             continue
         choices = [list(all_programs(sub, target)) for sub in plan.subspecs]
         if any(not c for c in choices):
@@ -398,7 +398,7 @@ def test_bf16_output_in_memory_is_never_split_along_k():
     target = TARGETS["avx512_bf16"]
     split = Tile((1, 64, 256, 64))
     for text, allowed in (("matmul 64x4096x64 a=bf16 b=bf16 c=bf16", False), ("matmul 64x4096x64 a=bf16 b=bf16", True)):
-        assert (split.plan(parse_spec(text).to_spec(target.limits()), target) is not None) == allowed, text
+        assert isinstance(split.plan(parse_spec(text).to_spec(target.limits()), target), Plan) == allowed, text
     with pytest.raises(ValueError, match="round the partial sums to bf16"):
         S.split("matmul 8x600x20 a=bf16 b=bf16 c=bf16", 64, target=target)
     in_registers = S.move("matmul 6x600x16 a=bf16 b=bf16 c=bf16", "c", "VRF", target=target,

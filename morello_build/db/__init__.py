@@ -81,7 +81,7 @@ class NullStore:
     def get(self, spec, search):
         return False, None
 
-    def put(self, spec, impl, unbounded=None) -> None:
+    def put(self, spec, impl, action, unbounded=None) -> None:
         pass
 
     def close(self) -> None:

@@ -10,20 +10,19 @@ non-powers of two (3->1, 5->2, 6->3, 7->4, 9->5...); the key says which, so a co
 exactly one size and neighbouring coordinates are neighbouring sizes of the same kind. Move and Zero
 have two shape dims; their third coordinate is 0.
 
-A *decision* is the action taken at a spec, written relative to the spec's shape where that matters
-(``F``: a tile dim equal to the full extent) so that one decision can answer neighbouring shapes:
-``K:<kernel>``, ``T:s|p:<tile dims>``, ``M:<operand>:<level>:<layout|->:<dtype|->``, ``A`` (to-accumulate)
-and ``-`` (no program fits).
+A *decision* is the action taken at a spec, written by the action itself (``encode`` of each action in
+synth/actions/) relative to the spec's shape where that matters (``F``: a tile dim equal to the full
+extent) so that one decision can answer neighbouring shapes: ``K:<kernel>``, ``T:s|p:<tile dims>``,
+``M:<operand>:<level>:<layout|->:<dtype|->``, ``A`` (to-accumulate), and ``-`` (no program fits).
 """
 from __future__ import annotations
 
 from functools import lru_cache
 from math import prod
 
-from morello_build.ir.impl import Accum, Kernel, Loop, MoveImpl
 from morello_build.ir.layout import Digit, Layout
 from morello_build.ir.spec import DType, Level, Matmul, Move, TensorSpec, Zero
-from morello_build.synth.actions import MoveOperand, Select, Tile, ToAccum
+from morello_build.synth import actions
 
 NONE = "-"  # the decision "no program fits these limits"
 _OPS = {"matmul": Matmul, "move": Move, "zero": Zero}
@@ -100,75 +99,14 @@ def op_from_key(key: str, coords) -> object:
 
 
 # -- decisions -------------------------------------------------------------------------------------
-def _layout_text(layout: Layout | None) -> str:
-    if layout is None:
-        return "-"
-    return ";".join(f"{d.dim}/{d.div}/{'' if d.mod is None else d.mod}" for d in layout.digits)
-
-
-def _layout_from(text: str) -> Layout | None:
-    if text == "-":
-        return None
-    if not text:
-        return Layout(())
-    digits = []
-    for part in text.split(";"):
-        dim, div, mod = part.split("/")
-        digits.append(Digit(int(dim), int(div), int(mod) if mod else None))
-    return Layout(tuple(digits))
-
-
-def move_action(spec, impl: MoveImpl, target) -> MoveOperand:
-    """The MoveOperand that produced ``impl`` (the Impl records the buffer, not the action)."""
-    t = spec.op.operands[impl.operand]
-    buf = impl.buffer
-    for cand in (
-        MoveOperand(impl.operand, buf.level),
-        MoveOperand(impl.operand, buf.level, None, buf.dtype),
-        MoveOperand(impl.operand, buf.level, buf.layout, None),
-        MoveOperand(impl.operand, buf.level, buf.layout, buf.dtype),
-    ):
-        if cand.buffer(t, target) == buf:
-            return cand
-    raise ValueError(f"cannot recover the move action of {impl.label()}")
-
-
-def decision_text(spec, impl, target) -> str:
-    if impl is None:
-        return NONE
-    if isinstance(impl, Kernel):
-        return f"K:{impl.name}"
-    if isinstance(impl, Loop):
-        full = spec.op.iter_shape
-        dims = ",".join("F" if t == f else str(t) for t, f in zip(impl.tile, full))
-        return f"T:{'p' if impl.parallel else 's'}:{dims}"
-    if isinstance(impl, MoveImpl):
-        a = move_action(spec, impl, target)
-        dt = a.dtype.value if a.dtype else "-"
-        return f"M:{a.operand}:{int(a.level)}:{_layout_text(a.layout)}:{dt}"
-    if isinstance(impl, Accum):
-        return "A"
-    raise TypeError(f"unknown Impl node {type(impl).__name__}")
+def action_text(action, op) -> str:
+    """The decision text of ``action`` (None: no program fits) taken at ``op``: each action writes itself."""
+    return NONE if action is None else action.encode(op)
 
 
 def action_from_text(text: str, op):
     """The action a decision names at ``op`` (None for the no-program decision)."""
-    kind = text[0]
-    if text == NONE:
-        return None
-    if kind == "K":
-        return Select(text[2:])
-    if kind == "T":
-        _, par, dims = text.split(":")
-        full = op.iter_shape
-        tile = tuple(f if d == "F" else int(d) for d, f in zip(dims.split(","), full))
-        return Tile(tile, parallel=par == "p")
-    if kind == "M":
-        _, i, level, layout, dt = text.split(":")
-        return MoveOperand(int(i), Level(int(level)), _layout_from(layout), None if dt == "-" else DType(dt))
-    if kind == "A":
-        return ToAccum()
-    raise ValueError(f"unknown decision {text!r}")
+    return None if text == NONE else actions.decode(text, op)
 
 
 # -- the limits a program needs ----------------------------------------------------------------------

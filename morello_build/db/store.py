@@ -266,8 +266,9 @@ class Store:
             self._decisions[did] = text
         return text
 
-    def put(self, spec, impl, unbounded: tuple[bool, bool, bool] | None = None) -> None:
-        """Record the search's answer for ``spec`` as the box [limits it needs, limits it was found under].
+    def put(self, spec, impl, action, unbounded: tuple[bool, bool, bool] | None = None) -> None:
+        """Record the search's answer for ``spec``, ``impl`` made by ``action`` (both None: nothing fits), as
+        the box [limits it needs, limits it was found under].
 
         ``unbounded[i]``: the search may state that no action was refused for lack of memory at level i
         (L1, VRF, RF) anywhere in this spec's search, so more of it changes nothing: the box is then
@@ -288,7 +289,7 @@ class Store:
             # is not what a fresh search finds under these limits, so it is not stored.
             self.skipped += 1
             return
-        text = encode.decision_text(spec, impl, self.target)
+        text = encode.action_text(action, spec.op)
         self._pending.append((key, text, hi, [coords[0], coords[0], coords[1], coords[1], coords[2], coords[2],
                                                *lo, ncost, ncost, 1]))
         if len(self._pending) >= self.flush_every or time.monotonic() - self._last_flush > FLUSH_SECONDS:

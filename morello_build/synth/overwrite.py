@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from morello_build.ir.impl import Accum, Loop, MoveImpl, Region
+from morello_build.ir.impl import Accum, Kernel, Loop, MoveImpl, Region
 from morello_build.ir.spec import Level, Spec, Zero, canonicalize
 
 REGISTER_LEVELS = (Level.VRF, Level.RF)
@@ -82,13 +82,11 @@ def _move(move: MoveImpl, target):
 
 
 def _zero_registers(spec: Spec, target):
-    """The catalog kernel that zeroes the register tile of C (what ToAccum would pick for it)."""
-    from morello_build.synth.actions import Select
-
+    """The catalog kernel that zeroes the register tile of C: the first zero kernel of the target's
+    catalog that applies, built as Select builds it (overwrite.py may not import the actions, whose
+    Tile imports it)."""
     zspec = canonicalize(Spec(Zero(spec.op.c, serial=spec.op.serial), spec.limits))
     for k in target.kernels():
-        if k.kind == "zero":
-            plan = Select(k.name).plan(zspec, target)
-            if plan is not None:
-                return plan.build(())
+        if k.kind == "zero" and k.applies(zspec.op, target):
+            return Kernel(zspec, k.name, k.cost(zspec.op, target))
     return None

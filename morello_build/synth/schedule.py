@@ -1,10 +1,11 @@
 """Manual scheduling: pin the outer levels of a program yourself and let the search do the rest.
 
-Each function applies one action (the same rewrites the search uses, ``actions.py``) to a spec and
+Each function applies one action (the same rewrites the search uses, ``synth/actions/``) to a spec and
 returns the Impl node. Its *main child* (the loop body for the main tiles, the body of a move, the
 accumulating body of ``to_accum``) is built by ``body(child_spec)`` when ``body`` is given, and by
 synthesis otherwise; every other child (ragged-end regions of a loop, the load and store of a move, the
-zeroing of ``to_accum``) is synthesized. An action that does not apply raises ``ValueError`` saying why.
+zeroing of ``to_accum``) is synthesized. An action that does not apply raises ``ValueError`` with the
+action's own reason (its ``Refusal``); bad arguments (an unknown operand, level, kernel...) raise it too.
 
 Example: a parallel loop over 2 x 32 output tiles, B packed in L1 in panels of 16 (widened from bf16),
 and the rest synthesized::
@@ -29,14 +30,15 @@ from morello_build.ir.layout import Layout, col_major, interleaved, packed, row_
 from morello_build.ir.spec import DType, Level, Spec, UserSpec, canonicalize, parse_spec
 from morello_build.synth.actions import (
     MoveOperand,
+    Plan,
+    Refusal,
     Select,
     Tile,
     ToAccum,
-    rounds_partial_sums,
 )
+from morello_build.synth.actions.tile import NO_OVERWRITING_SLICE
 from morello_build.synth.search import NoProgram, Search
 from morello_build.target import Target, get_target
-from morello_build.target.kernels import BY_NAME
 
 Builder = Callable[[Spec], object]
 
@@ -77,11 +79,20 @@ def to_spec(spec, target) -> Spec:
     return canonicalize(spec)
 
 
+def _plan(spec: Spec, action, target: Target, what: str) -> Plan:
+    """``action``'s plan for ``spec``; a ValueError with the action's reason if it does not apply."""
+    plan = action.plan(spec, target)
+    if isinstance(plan, Refusal):
+        raise ValueError(f"{what} does not apply to {spec.describe()}: {plan.reason}")
+    return plan
+
+
 def _apply(spec: Spec, action, target: Target, what: str, main: int | None, body: Builder | None):
     """Plan ``action``, build child ``main`` with ``body`` (if given) and synthesize the others."""
-    plan = action.plan(spec, target)
-    if plan is None:
-        raise ValueError(f"{what} does not apply to {spec.describe()}")
+    return _build(spec, _plan(spec, action, target, what), target, what, main, body)
+
+
+def _build(spec: Spec, plan: Plan, target: Target, what: str, main: int | None, body: Builder | None):
     search = _search(target)
     children = []
     for i, sub in enumerate(plan.subspecs):
@@ -96,9 +107,8 @@ def _apply(spec: Spec, action, target: Target, what: str, main: int | None, body
                 raise ValueError(f"{what}: no program fits the memory left for {sub.describe()}")
         children.append(child)
     impl = plan.build(tuple(children))
-    if impl is None:
-        raise ValueError(f"{what}: the first slice must overwrite C, and the slices' program never loads C "
-                         f"into registers, so no overwriting program derives from it; apply to_accum first")
+    if impl is None:  # the only refusal found while building (see Tile.plan)
+        raise ValueError(f"{what} does not apply to {spec.describe()}: {NO_OVERWRITING_SLICE.reason}")
     return impl
 
 
@@ -121,15 +131,7 @@ def tile_out(spec, shape, *, parallel: bool = False, body: Builder | None = None
     tile = list(op.iter_shape)
     for d, s in zip(out_dims, shape):
         tile[d] = s
-    if tuple(tile) == tuple(op.iter_shape):
-        raise ValueError(f"tile_out: tile {shape} is the whole output of {spec.describe()}: nothing to loop over")
-    if parallel and op.serial:
-        raise ValueError(f"tile_out: parallel loop in a serial spec {spec.describe()}")
     what = f"tile_out {'x'.join(map(str, shape))}{' parallel' if parallel else ''}"
-    if not Tile(tuple(tile), parallel).plan(spec, target):
-        why = "it would cut a packed or interleaved strip" if not parallel else \
-            "a parallel loop needs at least 2 tiles and may not cut a packed or interleaved strip"
-        raise ValueError(f"{what} does not apply to {spec.describe()}: {why}")
     return _apply(spec, Tile(tuple(tile), parallel), target, what, 0, body)
 
 
@@ -145,9 +147,6 @@ def split(spec, k: int, *, body: Builder | None = None, target=None):
     full = op.iter_shape
     if not 1 <= k < full[2]:
         raise ValueError(f"split: k={k} must be between 1 and {full[2] - 1} (K is {full[2]})")
-    if rounds_partial_sums(op):
-        raise ValueError(f"split: C of {spec.describe()} is bf16 in memory, so every slice would round the "
-                         f"partial sums to bf16; move C to registers first")
     tile = (full[0], full[1], int(k), full[3])
     return _apply(spec, Tile(tile), target, f"split k by {k}", 0, body)
 
@@ -189,34 +188,19 @@ def move(spec, operand, level, layout=None, dtype=None, *, body: Builder | None 
         dtype = _DTYPES[dtype]
     t = op.operands[i]
     what = f"move {names[i]} -> {level.name}"
-    if level == Level.GL and layout is None:
-        raise ValueError(f"{what}: a scratch block in main memory needs a layout")
     action = MoveOperand(i, level, layout, dtype)
-    if not action.goes_faster(t):
-        raise ValueError(f"{what}: operand {names[i]} is already at {t.level.name}; moves go to faster levels")
-    if level == Level.VRF and target.lanes == 0:
-        raise ValueError(f"{what}: target {target.isa} has no vector registers")
-    if action.plan(spec, target) is None:
-        buf = action.buffer(t, target)
-        nbytes = action.buffer_bytes(buf, target)
-        left = spec.limits.get(level)
-        why = action.refusal(t, buf, target)
-        if why is None and left is not None and nbytes > left:
-            why = f"the buffer needs {nbytes} bytes, {left} left at {level.name}"
-        raise ValueError(f"{what} does not apply to {spec.describe()}: {why or 'it needs no buffer there'}")
+    plan = _plan(spec, action, target, what)
+    # The main child is the body, after the load of the operand's old contents (none for a view, or for
+    # an output that is overwritten).
     is_output = i in op.outputs
     main = 1 if (not is_output or op.accum) and not action.is_view(t, action.buffer(t, target)) else 0
-    return _apply(spec, action, target, what, main, body)
+    return _build(spec, plan, target, what, main, body)
 
 
 def to_accum(spec, *, body: Builder | None = None, target=None):
     """``C = A·B`` becomes ``C = 0; C += A·B``; ``body`` builds the accumulating matmul."""
     target = _target(target)
     spec = to_spec(spec, target)
-    if spec.op.kind != "matmul":
-        raise ValueError(f"to_accum: only matmul specs, not {spec.describe()}")
-    if spec.op.accum:
-        raise ValueError(f"to_accum: {spec.describe()} already accumulates")
     return _apply(spec, ToAccum(), target, "to_accum", 1, body)
 
 
@@ -224,20 +208,7 @@ def select(spec, kernel_name: str, target=None):
     """Implement ``spec`` with the catalog microkernel ``kernel_name`` (see target/kernels.py)."""
     target = _target(target)
     spec = to_spec(spec, target)
-    k = BY_NAME.get(kernel_name)
-    if k is None:
-        raise ValueError(f"select: unknown kernel '{kernel_name}' (accepted: {', '.join(BY_NAME)})")
-    if k.kind != spec.op.kind:
-        raise ValueError(f"select: {kernel_name} implements a {k.kind}, not {spec.describe()}")
-    missing = k.features - target.features
-    if missing:
-        raise ValueError(f"select: {kernel_name} needs {', '.join(sorted(missing))}, which {target.isa} lacks")
-    return _apply(spec, Select(kernel_name), target, f"select {kernel_name}", None, None) if k.applies(
-        spec.op, target) else _not_applicable(kernel_name, k, spec)
-
-
-def _not_applicable(name, k, spec):
-    raise ValueError(f"select: {name} ({k.doc}) does not apply to {spec.describe()}")
+    return _apply(spec, Select(kernel_name), target, f"select {kernel_name}", None, None)
 
 
 def synthesize(spec, target=None):

@@ -27,7 +27,7 @@ class Search:
         self.memo: dict[object, list] = {}
         self.visited = 0
         self._progress = progress
-        self._store = store  # optional persistent memo: get(spec) / put(spec, impl)
+        self._store = store  # optional persistent memo: get(spec, search) / put(spec, impl, action)
 
     def best(self, spec: Spec):
         """The best Impl for ``spec``, or None if nothing fits its limits."""
@@ -40,17 +40,17 @@ class Search:
             if found:
                 self._remember(spec, impl)
                 return impl
-        best = None
+        best = best_action = None
         for action in enumerate_actions(spec, self.target):
             impl = self.apply(spec, action, budget=best.cost if best is not None else None)
             if impl is not None and (best is None or better(impl, best)):
-                best = impl
+                best, best_action = impl, action
         self._remember(spec, best)
         self.visited += 1
         if self._progress and self.visited % 256 == 0:
             self._progress(self.visited)
         if self._store is not None:
-            self._store.put(spec, best)
+            self._store.put(spec, best, best_action)
         return best
 
     def _lookup(self, spec: Spec):
@@ -79,8 +79,8 @@ class Search:
         they cannot win, and sub-specs are memoized independently of any budget.
         """
         plan = action.plan(spec, self.target)
-        if plan is None:
-            return None
+        if not isinstance(plan, Plan):
+            return None  # a Refusal: the action does not apply here
         if budget is not None and self.prune and plan.lower_bound(self.bound) > budget:
             return None
         children = []

@@ -2,21 +2,35 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import ClassVar
 
 from morello_build.ir.impl import Accum, Kernel, max_peaks
 from morello_build.ir.spec import Matmul, Spec, Zero, canonicalize
-from morello_build.synth.actions.plan import Plan
+from morello_build.synth.actions.plan import Plan, Refusal
 from morello_build.target.kernels import BY_NAME
+
+NOT_MATMUL = Refusal("not-matmul", "only a matmul accumulates, not a {}")
+ACCUMULATES = Refusal("accumulates", "it already accumulates")
+UNKNOWN_KERNEL = Refusal("unknown-kernel", "unknown kernel '{}' (accepted: {})")
+WRONG_KIND = Refusal("wrong-kind", "{} implements a {}, not a {}")
+LACKS_FEATURES = Refusal("lacks-features", "{} needs {}, which {} lacks")
+KERNEL_DOES_NOT_FIT = Refusal("kernel-does-not-fit", "{} ({}) does not fit these operands")
+# The search meets this refusal most (every kernel of the op's kind is tried at every spec): made once.
+_DOES_NOT_FIT = {k.name: KERNEL_DOES_NOT_FIT(k.name, k.doc) for k in BY_NAME.values()}
 
 
 @dataclass(frozen=True)
 class ToAccum:
     """C = A·B  becomes  C = 0; C += A·B."""
 
-    def plan(self, spec: Spec, target) -> Plan | None:
+    TAG: ClassVar[str] = "A"
+
+    def plan(self, spec: Spec, target) -> Plan | Refusal:
         op = spec.op
-        if not isinstance(op, Matmul) or op.accum:
-            return None
+        if not isinstance(op, Matmul):
+            return NOT_MATMUL(op.kind)
+        if op.accum:
+            return ACCUMULATES
         zero = canonicalize(Spec(Zero(op.c, serial=op.serial), spec.limits))
         body = canonicalize(replace(spec, op=replace(op, accum=True)))
 
@@ -26,6 +40,14 @@ class ToAccum:
 
         return Plan((zero, body), build)
 
+    # -- serialization (DB decisions): A ------------------------------------------------------------
+    def encode(self, op) -> str:
+        return "A"
+
+    @classmethod
+    def decode(cls, text: str, op) -> "ToAccum":
+        return cls()
+
 
 @dataclass(frozen=True)
 class Select:
@@ -33,12 +55,25 @@ class Select:
 
     kernel: str
 
-    def plan(self, spec: Spec, target) -> Plan | None:
+    TAG: ClassVar[str] = "K"
+
+    def plan(self, spec: Spec, target) -> Plan | Refusal:
         k = BY_NAME.get(self.kernel)
-        if k is None or k.kind != spec.op.kind or not k.available_on(target):
-            return None
+        if k is None:
+            return UNKNOWN_KERNEL(self.kernel, ", ".join(BY_NAME))
+        if k.kind != spec.op.kind:
+            return WRONG_KIND(k.name, k.kind, spec.op.kind)
+        if not k.available_on(target):
+            missing = sorted(k.features - target.features) + (["vector registers"] if k.vector and not target.lanes else [])
+            return LACKS_FEATURES(k.name, ", ".join(missing), target.isa)
         if not k.applies(spec.op, target):
-            return None
+            return _DOES_NOT_FIT[k.name]
         return Plan((), lambda _: Kernel(spec, k.name, k.cost(spec.op, target)))
 
+    # -- serialization (DB decisions): K:<kernel name> ----------------------------------------------
+    def encode(self, op) -> str:
+        return f"K:{self.kernel}"
 
+    @classmethod
+    def decode(cls, text: str, op) -> "Select":
+        return cls(text[2:])

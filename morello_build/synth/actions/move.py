@@ -2,9 +2,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import ClassVar
 
 from morello_build.ir.impl import MoveImpl, add_peak, max_peaks
-from morello_build.ir.layout import Layout, packed, row_major
+from morello_build.ir.layout import Digit, Layout, packed, row_major
 from morello_build.ir.spec import (
     DType,
     Level,
@@ -15,8 +16,23 @@ from morello_build.ir.spec import (
     canonicalize,
 )
 from morello_build.synth import cost as costmodel
-from morello_build.synth.actions.plan import CACHES, Plan
+from morello_build.synth.actions.plan import CACHES, Plan, Refusal
 from morello_build.target.kernels import columns_unit_stride, registers
+
+NOT_FASTER = Refusal("not-faster", "operand {} is already at {}; moves go to faster levels")
+NEEDS_LAYOUT = Refusal("needs-layout", "operand {} is already at {}: a copy there (a scratch block or a "
+                       "repacking) needs a layout")
+NO_VECTORS = Refusal("no-vectors", "target {} has no vector registers")
+NO_MEMORY = Refusal("no-memory", "the buffer needs {} bytes, {} left at {}")
+L2_COPY = Refusal("l2-copy", "L2 holds views only (copies go to L1, or to GL as a scratch block)")
+L2_STRIDED = Refusal("l2-strided", "an L2 view of {} strided runs is not modelled; pack it")
+L2_TOO_BIG = Refusal("l2-too-big", "an L2 view holds at most {} bytes, this one {}")
+VIEW_ALIASES = Refusal("view-aliases", "a cache view of its {} rows {} bytes apart would evict itself or the L1 "
+                       "buffers; pack it")
+VIEW_EVICTS = Refusal("view-evicts", "a cache view of its {} strided runs (more than the {} L1 ways) could "
+                      "evict itself; pack it")
+SCRATCH_TOO_BIG = Refusal("scratch-too-big", "a scratch block holds at most {} bytes, this one {}")
+SAME_COPY = Refusal("same-copy", "the copy would change nothing (same layout and dtype)")
 
 
 @dataclass(frozen=True)
@@ -29,6 +45,8 @@ class MoveOperand:
     level: Level
     layout: Layout | None = None  # None: keep the operand's layout (a view, or registers)
     dtype: DType | None = None
+
+    TAG: ClassVar[str] = "M"
 
     def buffer(self, t: TensorSpec, target) -> TensorSpec:
         if self.level in CACHES and self.layout is None and self.dtype in (None, t.dtype):
@@ -53,25 +71,25 @@ class MoveOperand:
             return costmodel.view_footprint(buf, target)
         return buf.bytes
 
-    def refusal(self, t: TensorSpec, buf: TensorSpec, target) -> str | None:
+    def buffer_refusal(self, t: TensorSpec, buf: TensorSpec, target) -> Refusal | None:
         """Why this buffer is never worth it, whatever the limits (None: it may be)."""
         view = self.is_view(t, buf)
         if buf.level == Level.L2 and not view:
-            return "L2 holds views only (copies go to L1, or to GL as a scratch block)"
+            return L2_COPY
         if buf.level == Level.L2 and t.runs() > 1:
-            return f"an L2 view of {t.runs()} strided runs is not modelled; pack it"
+            return L2_STRIDED(t.runs())
         if buf.level == Level.L2 and not costmodel.fits_l2(t, target):
-            return f"an L2 view holds at most {target.l2_block_bytes} bytes, this one {t.bytes}"
+            return L2_TOO_BIG(target.l2_block_bytes, t.bytes)
         if view and costmodel.view_evicts(t, target):
             if t.alias:
-                return f"a cache view of its {t.runs()} rows {t.alias} bytes apart would evict itself or the L1 buffers; pack it"
-            return f"a cache view of its {t.runs()} strided runs (more than the {target.l1_ways} L1 ways) could evict itself; pack it"
+                return VIEW_ALIASES(t.runs(), t.alias)
+            return VIEW_EVICTS(t.runs(), target.l1_ways)
         if buf.level == Level.GL and buf.bytes > target.scratch_bytes:
-            return f"a scratch block holds at most {target.scratch_bytes} bytes, this one {buf.bytes}"
+            return SCRATCH_TOO_BIG(target.scratch_bytes, buf.bytes)
         if not view and buf.level in (Level.GL, Level.L1) and buf.layout == t.layout and buf.dtype == t.dtype and (
             buf.level == Level.L1 or t.runs() == 1
         ):
-            return "the copy would change nothing (same layout and dtype)"
+            return SAME_COPY
         return None
 
     def view_streams(self, op, t: TensorSpec) -> int:
@@ -81,26 +99,31 @@ class MoveOperand:
             return t.shape[2]
         return 1
 
-    def goes_faster(self, t: TensorSpec) -> bool:
+    def level_refusal(self, op, t: TensorSpec) -> Refusal | None:
         """Moves go to faster levels, except a new layout in main memory or L1 (a repacking copy)."""
-        repack = self.layout is not None and t.level == self.level and t.level in (Level.GL, Level.L1)
-        return t.level < self.level or repack
+        if t.level < self.level:
+            return None
+        if t.level == self.level and t.level in (Level.GL, Level.L1):
+            return None if self.layout is not None else NEEDS_LAYOUT(op.operand_names[self.operand], t.level.name)
+        return NOT_FASTER(op.operand_names[self.operand], t.level.name)
 
-    def plan(self, spec: Spec, target) -> Plan | None:
+    def plan(self, spec: Spec, target) -> Plan | Refusal:
         op, i = spec.op, self.operand
         t = op.operands[i]
-        if not self.goes_faster(t):
-            return None
+        why = self.level_refusal(op, t)
+        if why is not None:
+            return why
         if self.level == Level.VRF and target.lanes == 0:
-            return None
+            return NO_VECTORS(target.isa)
         buf = self.buffer(t, target)
-        if self.refusal(t, buf, target) is not None:
-            return None
+        why = self.buffer_refusal(t, buf, target)
+        if why is not None:
+            return why
         view = self.is_view(t, buf)
         nbytes = self.buffer_bytes(buf, target)
         limits = spec.limits.minus(self.level, nbytes)
         if limits is None:
-            return None
+            return NO_MEMORY(nbytes, spec.limits.get(self.level), self.level.name)
         # No rounding of the L1 left (round_limits): the memo reuses a program for any limits above its
         # peaks, which is only sound if feasibility depends on peaks alone (see test_search's memo tests).
         # Registers belong to one thread: a body working on a register buffer must be serial.
@@ -129,3 +152,31 @@ class MoveOperand:
         return Plan(subspecs, build)
 
 
+
+    # -- serialization (DB decisions): M:<operand>:<level>:<layout digits|->:<dtype|-> ----------------
+    def encode(self, op) -> str:
+        dt = self.dtype.value if self.dtype else "-"
+        return f"M:{self.operand}:{int(self.level)}:{_layout_text(self.layout)}:{dt}"
+
+    @classmethod
+    def decode(cls, text: str, op) -> "MoveOperand":
+        _, i, level, layout, dt = text.split(":")
+        return cls(int(i), Level(int(level)), _layout_from(layout), None if dt == "-" else DType(dt))
+
+
+def _layout_text(layout: Layout | None) -> str:
+    if layout is None:
+        return "-"
+    return ";".join(f"{d.dim}/{d.div}/{'' if d.mod is None else d.mod}" for d in layout.digits)
+
+
+def _layout_from(text: str) -> Layout | None:
+    if text == "-":
+        return None
+    if not text:
+        return Layout(())
+    digits = []
+    for part in text.split(";"):
+        dim, div, mod = part.split("/")
+        digits.append(Digit(int(dim), int(div), int(mod) if mod else None))
+    return Layout(tuple(digits))

@@ -1,4 +1,5 @@
-"""The plan an action returns, and the loop helpers that actions and codegen share."""
+"""What an action returns (a Plan, or a Refusal saying why it does not apply), and the loop helpers that
+actions and codegen share."""
 from __future__ import annotations
 
 import itertools
@@ -6,10 +7,9 @@ from dataclasses import dataclass, replace
 from math import prod
 from typing import Callable
 
-from morello_build.ir.spec import DType, Level, MemoryLimits, Spec, operand_tiles
+from morello_build.ir.spec import DType, Level, Spec, operand_tiles
 
 CACHES = (Level.L2, Level.L1)  # levels whose buffers may be views of slower memory
-L1_GRANULE = 4096  # L1 limits are kept in whole 4 KiB so that similar specs share memo entries
 
 
 @dataclass(frozen=True)
@@ -22,6 +22,28 @@ class Plan:
     def lower_bound(self, bound: Callable[[Spec], float]) -> float:
         weights = self.weights or (1.0,) * len(self.subspecs)
         return sum(w * bound(s) for w, s in zip(weights, self.subspecs)) - self.credit
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why an action does not apply to a spec. ``code`` names the rule (stable: tests and tools test it);
+    ``reason`` says it in one line. The search meets thousands of refusals and reads none, so the reason
+    is a constant or a template filled from ``args`` only when read."""
+
+    code: str
+    template: str
+    args: tuple = ()
+
+    @property
+    def reason(self) -> str:
+        return self.template.format(*self.args) if self.args else self.template
+
+    def __str__(self) -> str:
+        return self.reason
+
+    def __call__(self, *args) -> "Refusal":
+        """This refusal with its template's blanks filled."""
+        return Refusal(self.code, self.template, args)
 
 
 # -- helpers ---------------------------------------------------------------------------------------
@@ -59,10 +81,6 @@ def rounds_partial_sums(op) -> bool:
     """A split of k would round C's partial sums after every slice: C is bf16 in memory (accumulate in
     f32 registers instead)."""
     return op.c.dtype == DType.BF16 and op.c.level in (Level.GL, Level.L1)
-
-
-def round_limits(limits: MemoryLimits) -> MemoryLimits:
-    return replace(limits, l1=limits.l1 - limits.l1 % L1_GRANULE)
 
 
 def indexes_registers(op, dims) -> bool:

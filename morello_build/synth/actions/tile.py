@@ -3,12 +3,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from math import ceil
+from typing import ClassVar
 
 from morello_build.ir.impl import Loop, Region, max_peaks
 from morello_build.ir.spec import Level, Spec, canonicalize
 from morello_build.synth import cost as costmodel
 from morello_build.synth.actions.plan import (
     Plan,
+    Refusal,
     indexes_registers,
     loop_regions,
     respects_strips,
@@ -16,6 +18,24 @@ from morello_build.synth.actions.plan import (
     tile_op,
 )
 from morello_build.synth.overwrite import overwriting_loop
+
+BAD_TILE = Refusal("bad-tile", "tile {} must be between 1 and the iteration shape {} in each dim")
+NOTHING_TO_LOOP = Refusal("nothing-to-loop", "the tile is the whole iteration space: nothing to loop over")
+CUTS_STRIP = Refusal("cuts-strip", "it would cut a packed or interleaved strip")
+SERIAL = Refusal("serial", "the spec is serial (inside a loop, or over registers): no parallel loop")
+ROUNDS_PARTIAL_SUMS = Refusal(
+    "rounds-partial-sums", "C is bf16 in memory, so every slice would round the partial sums to bf16; "
+    "move C to registers first")
+PARALLEL_SPLIT = Refusal("parallel-split", "a parallel loop over k would race on C")
+PEEL_TILES_K_ONLY = Refusal(
+    "peel-tiles-k-only", "a loop over k of a spec that overwrites C peels its first slice, and tiles k alone")
+PEEL_IN_REGISTERS = Refusal(
+    "peel-in-registers", "C is in registers, where zeroing is free: apply to_accum before splitting k")
+ONE_TILE = Refusal("one-tile", "a parallel loop needs at least 2 tiles")
+# Found when the plan is built, not before: the first slice's program decides (see overwrite.py).
+NO_OVERWRITING_SLICE = Refusal(
+    "no-overwriting-slice", "the first slice must overwrite C, and the slices' program never loads C into "
+    "registers, so no overwriting program derives from it; apply to_accum first")
 
 
 @dataclass(frozen=True)
@@ -26,20 +46,32 @@ class Tile:
     tile: tuple[int, ...]
     parallel: bool = False
 
-    def plan(self, spec: Spec, target) -> Plan | None:
+    TAG: ClassVar[str] = "T"
+
+    def plan(self, spec: Spec, target) -> Plan | Refusal:
         op, full = spec.op, spec.op.iter_shape
+        if len(self.tile) != len(full) or any(t < 1 or t > f for t, f in zip(self.tile, full)):
+            return BAD_TILE(self.tile, full)
         dims = tuple(d for d, (t, f) in enumerate(zip(self.tile, full)) if t < f)
-        if not dims or any(t < 1 for t in self.tile) or not respects_strips(op, self.tile):
-            return None
+        if not dims:
+            return NOTHING_TO_LOOP
+        if not respects_strips(op, self.tile):
+            return CUTS_STRIP
+        if self.parallel and op.serial:
+            return SERIAL
         splits = any(d in op.reduction_dims for d in dims)
         if splits and rounds_partial_sums(op):
-            return None
+            return ROUNDS_PARTIAL_SUMS
+        if splits and self.parallel:
+            return PARALLEL_SPLIT
         peel = not op.accum and splits
-        if peel and (self.parallel or len(dims) > 1 or op.c.level in (Level.VRF, Level.RF)):
-            return None  # zeroing registers is free: peeling saves only the zeroing of C in memory
+        if peel and len(dims) > 1:
+            return PEEL_TILES_K_ONLY
+        if peel and op.c.level in (Level.VRF, Level.RF):
+            return PEEL_IN_REGISTERS  # zeroing registers is free: peeling saves only the zeroing of C in memory
         regions = list(loop_regions(full, self.tile, dims))
         if self.parallel and sum(r[1] for r in regions) < 2:
-            return None
+            return ONE_TILE
         # Parallel loops only at the outermost loop level: one inside a serial loop would pay its
         # setup every trip, so every loop makes its body serial (tile_op). A peeled loop's slices
         # accumulate; the first one's program is derived from theirs (overwrite.py).
@@ -61,3 +93,15 @@ class Tile:
         return Plan(subspecs, build, tuple(r[1] * share for r in regions), reuse)
 
 
+
+    # -- serialization (DB decisions): T:<s|p>:<tile dims, F for the full extent> ---------------------
+    def encode(self, op) -> str:
+        """Relative to ``op``'s shape (F: the full extent), so one decision answers neighbouring shapes."""
+        dims = ",".join("F" if t == f else str(t) for t, f in zip(self.tile, op.iter_shape))
+        return f"T:{'p' if self.parallel else 's'}:{dims}"
+
+    @classmethod
+    def decode(cls, text: str, op) -> "Tile":
+        _, par, dims = text.split(":")
+        tile = tuple(f if d == "F" else int(d) for d, f in zip(dims.split(","), op.iter_shape))
+        return cls(tile, parallel=par == "p")
