@@ -5,41 +5,86 @@ A spec is the operation (Matmul, Move or Zero) plus the memory still available a
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from enum import Enum, IntEnum
 from functools import lru_cache
 from math import prod
 
+from morello_build.ir.dtypes import DType
 from morello_build.ir.layout import NAMED, Layout, col_major, row_major
+from morello_build.ir.machine import ALIAS_MAX, ALIAS_MIN, DEFAULT_LIMITS, L2_WAYS
+from morello_build.ir.ops import MATMUL, MOVE, ZERO
 
 
 class SpecError(ValueError):
     """A user-facing problem with a spec string: the message is one line naming the bad token."""
 
 
-class DType(Enum):
-    F32 = "f32"
-    BF16 = "bf16"
+class Alloc(Enum):
+    """How a new buffer at a level is allocated by the generated code."""
 
-    @property
-    def bytes(self) -> int:
-        return {"f32": 4, "bf16": 2}[self.value]
+    SCRATCH = "scratch block"  # in main memory, from the runtime (too big for a worker thread's stack)
+    STACK = "stack array"  # an aligned local array, L1-resident
+    REGISTERS = "register array"  # local variables the compiler keeps in registers (indices must be constants)
+    NONE = "views only"  # no buffers of its own: data of a slower level, relabelled as resident here
 
-    @property
-    def ctype(self) -> str:
-        return {"f32": "float", "bf16": "uint16_t"}[self.value]
+
+@dataclass(frozen=True)
+class LevelFacts:
+    registers: bool  # registers, not memory: no address, one thread's (a body using them must be serial)
+    cache: bool  # a buffer here may be a view of slower memory (the same data, now resident here)
+    limited: bool  # specs limit the bytes here: a MemoryLimits field (and a Peaks entry)
+    alloc: Alloc  # how a new (copied) buffer here is allocated
 
 
 class Level(IntEnum):
-    """Memory levels, slowest first. L2 and L1: data resident in that cache (L2: views of main memory; L1:
-    views or buffers); VRF: vector registers; RF: scalar registers. Specs limit no L2 bytes: each L2 view
-    is bounded on its own (cost.fits_l2)."""
+    """Memory levels, slowest first, each with its facts (see LevelFacts). GL: main memory (the user's
+    arrays, scratch blocks); L2 and L1: data resident in that cache (L2: views of main memory; L1: views
+    or buffers); VRF: vector registers; RF: scalar registers. Specs limit no L2 bytes: each L2 view is
+    bounded on its own (cost.fits_l2)."""
 
-    GL = 0
-    L2 = 1
-    L1 = 2
-    VRF = 3
-    RF = 4
+    GL = 0, LevelFacts(registers=False, cache=False, limited=False, alloc=Alloc.SCRATCH)
+    L2 = 1, LevelFacts(registers=False, cache=True, limited=False, alloc=Alloc.NONE)
+    L1 = 2, LevelFacts(registers=False, cache=True, limited=True, alloc=Alloc.STACK)
+    VRF = 3, LevelFacts(registers=True, cache=False, limited=True, alloc=Alloc.REGISTERS)
+    RF = 4, LevelFacts(registers=True, cache=False, limited=True, alloc=Alloc.REGISTERS)
+
+    def __new__(cls, value: int, facts: LevelFacts):
+        obj = int.__new__(cls, value)
+        obj._value_ = value
+        obj.facts = facts
+        return obj
+
+    @property
+    def is_register(self) -> bool:
+        return self.facts.registers
+
+    @property
+    def is_memory(self) -> bool:
+        """Addressed by pointer (main memory or a cache-resident buffer)."""
+        return not self.facts.registers
+
+    @property
+    def is_cache(self) -> bool:
+        return self.facts.cache
+
+    @property
+    def limited(self) -> bool:
+        return self.facts.limited
+
+    @property
+    def parallel_tileable(self) -> bool:
+        """Whether a parallel loop may tile a buffer here: registers belong to one thread."""
+        return not self.facts.registers
+
+    @property
+    def alloc(self) -> Alloc:
+        return self.facts.alloc
+
+    @property
+    def has_memory_buffers(self) -> bool:
+        """Whether a new buffer in memory (a copy, not a view) may live here: GL (scratch) and L1."""
+        return self.facts.alloc in (Alloc.SCRATCH, Alloc.STACK)
 
 
 @dataclass(frozen=True, order=True)
@@ -115,8 +160,6 @@ def _runs(t: TensorSpec) -> int:
     return -(-_elements(t) // t.layout.contiguous_run(t.shape, t.contig))
 
 
-ALIAS_MIN = 4096  # the L1 set period of x86 cores (32 KiB 8-way, 48 KiB 12-way): runs this far apart collide
-ALIAS_MAX = 1 << 20  # a larger stride class would change no cost decision (L2 set periods are smaller)
 
 
 def alias_stride(run_stride_bytes: int) -> int:
@@ -156,10 +199,9 @@ class Matmul:
     accum: bool = False
     serial: bool = False
 
-    kind = "matmul"
-    iter_names = ("batch", "m", "k", "n")
-    operand_names = ("a", "b", "c")
-    outputs = (2,)
+    definition = MATMUL
+    kind, iter_names, operand_names, outputs = MATMUL.kind, MATMUL.iter_names, MATMUL.operand_names, MATMUL.outputs
+    operand_iter_dims, reduction_dims = MATMUL.operand_iter_dims, MATMUL.reduction_dims
 
     @property
     def operands(self) -> tuple[TensorSpec, ...]:
@@ -170,10 +212,6 @@ class Matmul:
         """Iteration space (batch, m, k, n)."""
         b, m, k = self.a.shape
         return (b, m, k, self.c.shape[2])
-
-    # Which iteration dims index each operand's three dims.
-    operand_iter_dims = ((0, 1, 2), (0, 2, 3), (0, 1, 3))
-    reduction_dims = (2,)
 
     def with_operands(self, ops, serial: bool | None = None) -> "Matmul":
         return Matmul(ops[0], ops[1], ops[2], self.accum, self.serial if serial is None else serial)
@@ -187,12 +225,9 @@ class Move:
     dst: TensorSpec
     serial: bool = False
 
-    kind = "move"
-    iter_names = ("batch", "row", "col")
-    operand_names = ("src", "dst")
-    outputs = (1,)
-    operand_iter_dims = ((0, 1, 2), (0, 1, 2))
-    reduction_dims = ()
+    definition = MOVE
+    kind, iter_names, operand_names, outputs = MOVE.kind, MOVE.iter_names, MOVE.operand_names, MOVE.outputs
+    operand_iter_dims, reduction_dims = MOVE.operand_iter_dims, MOVE.reduction_dims
     accum = False
 
     @property
@@ -212,12 +247,9 @@ class Zero:
     dst: TensorSpec
     serial: bool = False
 
-    kind = "zero"
-    iter_names = ("batch", "row", "col")
-    operand_names = ("dst",)
-    outputs = (0,)
-    operand_iter_dims = ((0, 1, 2),)
-    reduction_dims = ()
+    definition = ZERO
+    kind, iter_names, operand_names, outputs = ZERO.kind, ZERO.iter_names, ZERO.operand_names, ZERO.outputs
+    operand_iter_dims, reduction_dims = ZERO.operand_iter_dims, ZERO.reduction_dims
     accum = False
 
     @property
@@ -235,7 +267,7 @@ class Zero:
 Op = Matmul | Move | Zero
 
 
-LIMITED_LEVELS = (Level.L1, Level.VRF, Level.RF)  # the levels specs limit, in MemoryLimits' (and peaks') order
+LIMITED_LEVELS = tuple(lv for lv in Level if lv.limited)  # in MemoryLimits' (and peaks') order
 
 
 def operand_tiles(op, iter_shape) -> tuple[TensorSpec, ...]:
@@ -254,10 +286,10 @@ class MemoryLimits:
     rf: int
 
     def get(self, level: Level) -> int | None:
-        return self.as_tuple()[LIMITED_LEVELS.index(level)] if level in LIMITED_LEVELS else None
+        return getattr(self, level.name.lower()) if level.limited else None
 
     def minus(self, level: Level, nbytes: int) -> "MemoryLimits | None":
-        if level not in LIMITED_LEVELS:
+        if not level.limited:
             return self
         left = self.get(level) - nbytes
         if left < 0:
@@ -268,10 +300,13 @@ class MemoryLimits:
         return (self.l1, self.vrf, self.rf)
 
 
+assert tuple(f.name for f in fields(MemoryLimits)) == tuple(lv.name.lower() for lv in LIMITED_LEVELS)
+
+
 @dataclass(frozen=True, order=True)
 class Spec:
     op: Op
-    limits: MemoryLimits = field(default=MemoryLimits(48 * 1024, 32 * 64, 16 * 4))
+    limits: MemoryLimits = field(default=MemoryLimits(*DEFAULT_LIMITS))
 
     def canonical(self) -> "Spec":
         return canonicalize(self)
@@ -284,9 +319,9 @@ class Spec:
 
 
 # A stride class matters to a matmul's output only through L2 reuse (cost.l2_evicts), which needs more
-# runs than half the ways of an L2 set (16 on every target), and not at all to moves and zeroing. A tile
-# of at most this many rows has no tile with more runs.
-OUTPUT_ALIAS_RUNS = 8
+# runs than half the ways of an L2 set (machine.L2_WAYS, Target.l2_ways), and not at all to moves and
+# zeroing. A tile of at most this many rows has no tile with more runs.
+OUTPUT_ALIAS_RUNS = L2_WAYS // 2
 
 
 _ROLES = {"matmul": ("input", "input", "matmul"), "move": ("move", "move"), "zero": ("zero",)}
@@ -327,8 +362,17 @@ class UserSpec:
     accum: bool = False
     serial: bool = False
 
+    definition = MATMUL  # the grammar names matmuls only
+
+    @property
+    def iter_shape(self) -> tuple[int, int, int, int]:
+        return (self.batch, self.m, self.k, self.n)
+
+    def operand_shapes(self) -> tuple[tuple[int, int, int], ...]:
+        return tuple(tuple(self.iter_shape[j] for j in dims) for dims in self.definition.operand_iter_dims)
+
     def to_spec(self, limits: MemoryLimits | None = None) -> Spec:
-        shapes = ((self.batch, self.m, self.k), (self.batch, self.k, self.n), (self.batch, self.m, self.n))
+        shapes = self.operand_shapes()
         ops = tuple(
             TensorSpec(shape, dt, _LAYOUTS[lay], alias=alias_stride(shape[1 if lay == "col" else 2] * dt.bytes))
             for shape, dt, lay in zip(shapes, self.dtypes, self.layouts)

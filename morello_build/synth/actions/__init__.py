@@ -7,7 +7,6 @@ its node (or None when it does not apply). The search and the manual scheduling 
 from morello_build.synth.actions.accum import Select, ToAccum
 from morello_build.synth.actions.move import MoveOperand
 from morello_build.synth.actions.plan import (
-                                              CACHES,
                                               Plan,
                                               indexes_registers,
                                               loop_regions,
@@ -19,6 +18,6 @@ from morello_build.synth.actions.policy import enumerate_actions
 from morello_build.synth.actions.tile import Tile
 
 __all__ = [
-    "CACHES", "MoveOperand", "Plan", "Select", "Tile", "ToAccum", "enumerate_actions", "indexes_registers",
+    "MoveOperand", "Plan", "Select", "Tile", "ToAccum", "enumerate_actions", "indexes_registers",
     "loop_regions", "respects_strips", "rounds_partial_sums", "tile_op",
 ]

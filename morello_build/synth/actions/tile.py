@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from math import ceil
 
 from morello_build.ir.impl import Loop, Region, max_peaks
-from morello_build.ir.spec import Level, Spec, canonicalize
+from morello_build.ir.spec import Spec, canonicalize
 from morello_build.synth import cost as costmodel
 from morello_build.synth.actions.plan import (
     Plan,
@@ -35,7 +35,7 @@ class Tile:
         if splits and rounds_partial_sums(op):
             return None
         peel = not op.accum and splits
-        if peel and (self.parallel or len(dims) > 1 or op.c.level in (Level.VRF, Level.RF)):
+        if peel and (self.parallel or len(dims) > 1 or op.c.level.is_register):
             return None  # zeroing registers is free: peeling saves only the zeroing of C in memory
         regions = list(loop_regions(full, self.tile, dims))
         if self.parallel and sum(r[1] for r in regions) < 2:
