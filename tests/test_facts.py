@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 
 from morello_build.ir import machine
+from morello_build.ir.levels import Alloc
 from morello_build.ir.ops import MATMUL, MOVE, OPS, ZERO
 from morello_build.ir.spec import (
     LIMITED_LEVELS,
-    Alloc,
     Level,
     Matmul,
     MemoryLimits,
