@@ -1,6 +1,8 @@
 """Code generation: a synthesized Impl tree -> one header-only C++ file (DESIGN.md, "Generated header").
 
-``emit_header`` renders ``templates/header.hpp.j2`` with
+``emit_header`` renders the op's template (``templates/op_<kind>.hpp.j2``, named by its OpDef in
+ir/ops.py), which extends ``templates/header.hpp.j2`` with the op's contract and reference loop, with
+- the user's operands, signatures and the reference loop's expressions, from the op's facts,
 - the runtime shared by all headers of this generator version (bf16 helpers, the default thread pool),
 - the helper library of the target ISA (``templates/isa_*.hpp.j2``; one vocabulary for every vector ISA),
 - the kernel body, lowered from the Impl tree by :mod:`morello_build.codegen.lower`.
