@@ -52,13 +52,12 @@ def random_operands(spec, seed):
 def check_legal(node, parallel_above=False, registers_above=False):
     """At most one parallel loop on any path, and none inside a move into registers (per-thread)."""
     from morello_build.ir.impl import Loop, MoveImpl
-    from morello_build.ir.spec import Level
 
     if isinstance(node, Loop) and node.parallel:
         assert not parallel_above, "nested parallel loops"
         assert not registers_above, "parallel loop over a register buffer"
         parallel_above = True
-    if isinstance(node, MoveImpl) and node.buffer.level in (Level.VRF, Level.RF):
+    if isinstance(node, MoveImpl) and node.buffer.level.is_register:
         registers_above = True
     for child in node.children:
         check_legal(child, parallel_above, registers_above)

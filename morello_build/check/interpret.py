@@ -11,8 +11,9 @@ The semantics are applied exactly, node by node:
   the load program copies the tile into it (inputs, and outputs of accumulating specs), the body runs on
   it, and the store program copies it back (outputs). A ``view`` copies nothing.
 - ``Accum``: the zero program, then the accumulating body.
-- ``Kernel``: its spec's semantics on its tiles: matmul ``c (+)= a @ b`` computed in f32, move a copy
-  with dtype conversion (widening exact, narrowing round-to-nearest-even), zero.
+- ``Kernel``: its op's numpy semantics (``OpDef.evaluate``, ir/ops.py) on its tiles, computed in f32 and
+  rounded to the outputs' dtypes: matmul ``c (+)= a @ b``, move a copy with dtype conversion (widening
+  exact, narrowing round-to-nearest-even), zero.
 
 Inputs are passed down as read-only views, so a program that writes an input raises. At every node the
 arrays must have the shapes and dtypes of the node's spec.
@@ -74,9 +75,9 @@ def execute(impl, arrays: list[np.ndarray]) -> None:
     elif isinstance(impl, MoveImpl):
         _move(impl, arrays)
     elif isinstance(impl, Accum):
-        if op.kind != "matmul" or op.accum:
+        if not op.definition.reduction_dims or op.accum:
             raise InterpretError(f"to_accum on {spec.describe()}")
-        execute(impl.zero, [arrays[2]])
+        execute(impl.zero, [arrays[i] for i in op.outputs])
         execute(impl.body, arrays)
     else:
         raise InterpretError(f"unknown Impl node {type(impl).__name__}")
@@ -87,18 +88,8 @@ def _kernel(impl: Kernel, arrays) -> None:
     k = BY_NAME.get(impl.name)
     if k is None or k.kind != op.kind:
         raise InterpretError(f"kernel {impl.name} does not implement a {op.kind}")
-    if op.kind == "matmul":
-        a, b, c = arrays
-        prod_ = np.matmul(a.astype(np.float32), b.astype(np.float32))
-        acc = c.astype(np.float32) + prod_ if op.accum else prod_
-        c[...] = acc.astype(c.dtype)
-    elif op.kind == "move":
-        src, dst = arrays
-        dst[...] = convert(src, op.dst.dtype)
-    elif op.kind == "zero":
-        arrays[0][...] = 0
-    else:
-        raise InterpretError(f"unknown op kind {op.kind}")
+    for i, value in zip(op.outputs, op.definition.evaluate(op, arrays, np.float32)):
+        arrays[i][...] = value.astype(arrays[i].dtype)
 
 
 def tile_origins(loop: Loop, region) -> list[tuple[int, ...]]:
@@ -161,15 +152,14 @@ def _move(impl: MoveImpl, arrays) -> None:
         raise InterpretError(f"{impl.label()}: an output moved to a new buffer is never stored back")
 
 
-def interpret(impl, a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None) -> np.ndarray:
-    """Run a Matmul program on A (B,M,K), B (B,K,N) and, for accumulating specs, the initial C (B,M,N).
+def interpret(impl, *arrays) -> np.ndarray:
+    """Run a program on its user-level operands (a matmul: A (B,M,K), B (B,K,N) and, for accumulating
+    specs, the initial C (B,M,N)).
 
-    Arrays are converted to the spec's dtypes first (2-D arrays get a batch of 1). Returns the new C in
-    the spec's C dtype. For non-accumulating specs the initial C is NaN, so unwritten elements show.
+    Arrays are converted to the spec's dtypes first (2-D arrays get a batch of 1). Returns the new (first)
+    output in its dtype. Outputs of non-accumulating specs start as NaN, so unwritten elements show.
     """
     op = impl.spec.op
-    if op.kind != "matmul":
-        raise ValueError(f"interpret() runs matmul programs; use execute() for {op.kind}")
 
     def prep(x, t):
         x = np.asarray(x)
@@ -177,23 +167,25 @@ def interpret(impl, a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None) -
             x = x[None]
         return convert(x, t.dtype)
 
-    a, b = prep(a, op.a), prep(b, op.b)
-    if op.accum:
-        if c is None:
-            raise ValueError("an accumulating spec needs the initial C")
-        c = prep(c, op.c)
-    else:
-        c = np.full(op.c.shape, np.nan, dtype=np_dtype(op.c.dtype))
-    execute(impl, [a, b, c])
-    return c
+    given = arrays + (None,) * (len(op.operands) - len(arrays))
+    inputs = []
+    for i, (x, t, name) in enumerate(zip(given, op.operands, op.operand_names)):
+        if i in op.outputs and not op.accum:
+            inputs.append(np.full(t.shape, np.nan, dtype=np_dtype(t.dtype)))
+        elif x is None:
+            raise ValueError(f"{op.kind}: operand {name} is needed" + (" (the initial value of an accumulating"
+                             " spec's output)" if i in op.outputs else ""))
+        else:
+            inputs.append(prep(x, t))
+    execute(impl, inputs)
+    return inputs[op.outputs[0]]
 
 
-def reference(spec: Spec, a, b, c=None) -> np.ndarray:
-    """``A @ B (+ C)`` for a matmul spec, in float64 from the spec-dtype inputs, rounded to C's dtype."""
+def reference(spec: Spec, *arrays) -> np.ndarray:
+    """The spec's (first) output from its operands (a matmul: ``A @ B (+ C)``), by the op's semantics in
+    float64 from the spec-dtype inputs, rounded to the output's dtype."""
     op = spec.op
-    a64 = convert(np.asarray(a), op.a.dtype).astype(np.float64)
-    b64 = convert(np.asarray(b), op.b.dtype).astype(np.float64)
-    out = np.matmul(a64, b64)
-    if op.accum:
-        out = out + convert(np.asarray(c), op.c.dtype).astype(np.float64)
-    return out.astype(np.float32).astype(np_dtype(op.c.dtype))
+    given = arrays + (None,) * (len(op.operands) - len(arrays))
+    xs = [None if x is None else convert(np.asarray(x), t.dtype) for x, t in zip(given, op.operands)]
+    out = op.definition.evaluate(op, xs, np.float64)[0]
+    return out.astype(np.float32).astype(np_dtype(op.operands[op.outputs[0]].dtype))

@@ -1,6 +1,8 @@
 """Code generation: a synthesized Impl tree -> one header-only C++ file (DESIGN.md, "Generated header").
 
-``emit_header`` renders ``templates/header.hpp.j2`` with
+``emit_header`` renders the op's template (``templates/op_<kind>.hpp.j2``, named by its OpDef in
+ir/ops.py), which extends ``templates/header.hpp.j2`` with the op's contract and reference loop, with
+- the user's operands, signatures and the reference loop's expressions, from the op's facts,
 - the runtime shared by all headers of this generator version (bf16 helpers, the default thread pool),
 - the helper library of the target ISA (``templates/isa_*.hpp.j2``; one vocabulary for every vector ISA),
 - the kernel body, lowered from the Impl tree by :mod:`morello_build.codegen.lower`.
@@ -10,15 +12,16 @@ from __future__ import annotations
 
 import hashlib
 import re
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
 from morello_build import __version__
-from morello_build.codegen.isa import ISAS, IsaInfo, isa_info
 from morello_build.codegen.lower import CodegenError, lower
 from morello_build.ir.impl import Loop, format_tree, walk
 from morello_build.ir.layout import NAMED
 from morello_build.ir.spec import DType, UserSpec, format_spec
+from morello_build.target import TARGETS
 
 __all__ = ["emit_header", "CodegenError", "runtime_namespace", "is_cxx_identifier"]
 
@@ -62,10 +65,47 @@ def _render(template: str, **ctx) -> str:
     return _env().get_template(template).render(**ctx)
 
 
-def _operand_desc(name: str, dt: DType, layout: str, shape: tuple[int, int, int], dims: str) -> str:
+@dataclass(frozen=True)
+class _Operand:
+    """One operand of the user's op as the header presents it."""
+
+    name: str
+    ctype: str
+    desc: str
+    const: bool  # an input
+
+    def param(self, restrict: str = "") -> str:
+        return f"{'const ' if self.const else ''}{self.ctype}*{restrict} {self.name}"
+
+
+def _operand_desc(dt: DType, layout: str, shape: tuple[int, int, int], dims: tuple[str, ...]) -> str:
     b, r, c = shape
     lay = "row-major" if layout == "row" else "column-major (the last two dims swapped)"
-    return f"{dt.ctype}[{b}][{r}][{c}] ({dims}), {dt.value}, {lay}"
+    return f"{dt.ctype}[{b}][{r}][{c}] ({', '.join(dims)}), {dt.value}, {lay}"
+
+
+def _operands(user: UserSpec) -> tuple[_Operand, ...]:
+    op = user.definition
+    return tuple(
+        _Operand(name, dt.ctype, _operand_desc(dt, lay, shape, op.operand_dim_names(i)), i not in op.outputs)
+        for i, (name, dt, lay, shape) in enumerate(zip(op.operand_names, user.dtypes, user.layouts, user.operand_shapes()))
+    )
+
+
+def _reference_context(user: UserSpec, rt: str) -> dict:
+    """What an op's reference loop (its header template) needs: each iteration dim's extent, and per
+    operand its element's offset from the loop variables, its load widened to f32, and the store of an
+    f32 ``acc`` into it."""
+    op = user.definition
+    index, load, store = {}, {}, {}
+    for name, dt, lay, shape, dims in zip(op.operand_names, user.dtypes, user.layouts, user.operand_shapes(),
+                                          op.operand_iter_dims):
+        index[name] = NAMED[lay].c_offset(tuple(op.cxx_vars[j] for j in dims), shape)
+        element = f"{name}[{index[name]}]"
+        bf16 = dt == DType.BF16
+        load[name] = f"::{rt}::bf16_to_f32({element})" if bf16 else element
+        store[name] = f"::{rt}::f32_to_bf16(acc)" if bf16 else "acc"
+    return {"extent": dict(zip(op.iter_names, user.iter_shape)), "index": index, "load": load, "store": store}
 
 
 def _parallel_tasks(impl) -> int | None:
@@ -75,42 +115,33 @@ def _parallel_tasks(impl) -> int | None:
 
 def emit_header(user: UserSpec, impl, target, *, name: str = "kernel", namespace: str = "morello") -> str:
     """The complete header for ``user`` implemented by ``impl`` on ``target`` (deterministic bytes)."""
-    info: IsaInfo = isa_info(target)
     rt = runtime_namespace()
     rt_guard = rt.upper()
     spec = format_spec(user)
-    body, parallel = lower(impl, user, target, info, rt)
+    body, parallel = lower(impl, user, target, target, rt)
 
-    shapes = ((user.batch, user.m, user.k), (user.batch, user.k, user.n), (user.batch, user.m, user.n))
-    names = (("bb", "i", "p"), ("bb", "p", "j"), ("bb", "i", "j"))
-    idx = [NAMED[lay].c_offset(n, s) for lay, n, s in zip(user.layouts, names, shapes)]
-    a_t, b_t, c_t = (d.ctype for d in user.dtypes)
-
-    def widen(dt: DType, e: str) -> str:
-        return f"::{rt}::bf16_to_f32({e})" if dt == DType.BF16 else e
-
-    c_dt = user.dtypes[2]
-    ref_init = widen(c_dt, f"c[{idx[2]}]") if user.accum else "0.0f"
-    ref_store = f"::{rt}::f32_to_bf16(acc)" if c_dt == DType.BF16 else "acc"
+    operands = _operands(user)
+    names = [o.name for o in operands]
+    args = ", ".join(names)
 
     helper_libs = []
-    if info.helpers:
+    if target.helpers:
         helper_libs.append(_render(
-            f"isa_{info.helpers}.hpp.j2", rt=rt, rt_guard=rt_guard,
-            avx2_attr=ISAS["avx2"].target_attr, avx512_attr=ISAS["avx512"].target_attr,
-            hwy_attr=ISAS["highway"].target_attr,
+            f"isa_{target.helpers}.hpp.j2", rt=rt, rt_guard=rt_guard,
+            avx2_attr=TARGETS["avx2"].target_attr, avx512_attr=TARGETS["avx512"].target_attr,
+            hwy_attr=TARGETS["highway"].target_attr,
         ).rstrip("\n"))
 
     tasks = _parallel_tasks(impl) if parallel else None
     if parallel:
-        threads_doc = (f"the program has a parallel loop of {tasks} tasks. {name}(a, b, c) runs them on a "
+        threads_doc = (f"the program has a parallel loop of {tasks} tasks. {name}({args}) runs them on a "
                        "persistent std::thread pool\n// (MORELLO_NUM_THREADS overrides its size); "
-                       f"{name}(a, b, c, pf) hands them to your parallel-for.")
+                       f"{name}({args}, pf) hands them to your parallel-for.")
         default_doc = ("the tasks run on a persistent std::thread pool\n// (function-local static, sized to "
                        "std::thread::hardware_concurrency(), overridden by the environment\n// variable "
                        "MORELLO_NUM_THREADS; the calling thread works too).")
     else:
-        threads_doc = f"the program is serial: {name}(a, b, c) runs on the calling thread."
+        threads_doc = f"the program is serial: {name}({args}) runs on the calling thread."
         default_doc = "the program is serial and runs on the calling thread."
     dp_note = None
     if any(ln.strip().startswith("//") is False and "dp_bf16(" in ln for ln in body):
@@ -120,22 +151,19 @@ def emit_header(user: UserSpec, impl, target, *, name: str = "kernel", namespace
     tree = format_tree(impl).splitlines()
     guard = "MORELLO_GEN_" + re.sub(r"[^0-9A-Za-z]", "_", f"{namespace}_{name}").upper() + "_HPP"
     return _render(
-        "header.hpp.j2",
+        user.definition.header_template,
         qualified=f"{namespace}::{name}", name=name, namespace=namespace, version=__version__, spec=spec,
-        isa=target.isa, target_attr=info.target_attr, accum=user.accum, batch=user.batch, m=user.m,
-        k=user.k, n=user.n,
-        a_desc=_operand_desc("a", user.dtypes[0], user.layouts[0], shapes[0], "batch, m, k"),
-        b_desc=_operand_desc("b", user.dtypes[1], user.layouts[1], shapes[1], "batch, k, n"),
-        c_desc=_operand_desc("c", user.dtypes[2], user.layouts[2], shapes[2], "batch, m, n"),
+        isa=target.isa, target_attr=target.target_attr, accum=user.accum,
+        operands=operands, no_overlap=", ".join(names[:-1]) + " and " + names[-1],
+        dims_decl=", ".join(f"{d} = {e}" for d, e in zip(user.definition.iter_names, user.iter_shape)),
+        params=", ".join(o.param() for o in operands), restrict_params=", ".join(o.param(" __restrict") for o in operands),
+        args=args, **_reference_context(user, rt),
         dp_note=dp_note, threads_doc=threads_doc, default_doc=default_doc,
         tasks_doc=f"{tasks} tasks, one per output tile" if parallel else "",
         cost_units="cost-model units, about cycles on one core", tree=tree, guard=guard,
         runtime=_render("runtime.hpp.j2", rt=rt, rt_guard=rt_guard, version=__version__).rstrip("\n"),
-        helper_libs=helper_libs, helpers=info.helpers, rt=rt,
-        a_type=a_t, b_type=b_t, c_type=c_t,
-        ref_init=ref_init, ref_a=widen(user.dtypes[0], f"a[{idx[0]}]"),
-        ref_b=widen(user.dtypes[1], f"b[{idx[1]}]"), ref_c_index=idx[2], ref_store=ref_store,
-        cpu_features=info.cpu_features,
-        fn_attr=(info.attr + "\n") if info.attr else "",
+        helper_libs=helper_libs, helpers=target.helpers, rt=rt,
+        cpu_features=target.cpu_features,
+        fn_attr=(target.attr + "\n") if target.attr else "",
         parallel=parallel, body=body,
     )

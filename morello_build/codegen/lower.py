@@ -22,7 +22,6 @@ from morello_build.ir.layout import Layout
 from morello_build.ir.spec import DType, Level
 
 F32, BF16 = DType.F32, DType.BF16
-REGISTER_LEVELS = (Level.VRF, Level.RF)
 
 
 class CodegenError(RuntimeError):
@@ -191,14 +190,14 @@ class Lowerer:
             else:
                 self.emit(f"alignas(64) {buf.dtype.ctype} {root}[{n}]{' = {}' if padded else ''};")
         new = Binding(root, buf.shape, buf.layout, buf.dtype, level, (Affine(),) * 3, self.W, count)
-        if level in REGISTER_LEVELS:
+        if level.is_register:
             self.register_scope += 1
         if node.load is not None:
             self.walk(node.load, (old, new))
         self.walk(node.body, tuple(new if j == i else b for j, b in enumerate(binds)))
         if node.store is not None:
             self.walk(node.store, (new, old))
-        if level in REGISTER_LEVELS:
+        if level.is_register:
             self.register_scope -= 1
         self.close()
 
@@ -206,7 +205,7 @@ class Lowerer:
         op = node.spec.op
         full = op.iter_shape
         touches_registers = any(
-            b.level in REGISTER_LEVELS and any(d in node.dims for d in op.operand_iter_dims[i])
+            b.level.is_register and any(d in node.dims for d in op.operand_iter_dims[i])
             for i, b in enumerate(binds)
         )
         parallel = node.parallel and not touches_registers and self.register_scope == 0

@@ -131,7 +131,7 @@ def max_peaks(*peaks: Peaks) -> Peaks:
 
 
 def add_peak(peaks: Peaks, level: Level, nbytes: int) -> Peaks:
-    if level not in LIMITED_LEVELS:
+    if not level.limited:
         return peaks
     i = LIMITED_LEVELS.index(level)
     return tuple(p + (nbytes if j == i else 0) for j, p in enumerate(peaks))

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from math import ceil, prod
 
-LINE_BYTES = 64
+from morello_build.ir.machine import LINE_BYTES
 
 
 @dataclass(frozen=True, order=True)

@@ -1,45 +1,25 @@
 """Specs: immutable, hashable descriptions of what a (sub)program must compute.
 
 Every tensor is rank 3, ``(batch, rows, cols)``: A is (B, M, K), B is (B, K, N), C is (B, M, N).
-A spec is the operation (Matmul, Move or Zero) plus the memory still available at each level.
+A spec is the operation (Matmul, Move or Zero) plus the memory still available at each level. The
+operations' facts are op definitions (ops.py), the levels' facts live on the levels (levels.py), and the
+memory-system values the spec algebra needs before a target is chosen are in machine.py.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
-from enum import Enum, IntEnum
+from dataclasses import dataclass, field, fields, replace
 from functools import lru_cache
 from math import prod
 
+from morello_build.ir.dtypes import DType
 from morello_build.ir.layout import NAMED, Layout, col_major, row_major
+from morello_build.ir.levels import Level
+from morello_build.ir.machine import ALIAS_MAX, ALIAS_MIN, DEFAULT_LIMITS, L2_WAYS
+from morello_build.ir.ops import MATMUL, MOVE, ZERO
 
 
 class SpecError(ValueError):
     """A user-facing problem with a spec string: the message is one line naming the bad token."""
-
-
-class DType(Enum):
-    F32 = "f32"
-    BF16 = "bf16"
-
-    @property
-    def bytes(self) -> int:
-        return {"f32": 4, "bf16": 2}[self.value]
-
-    @property
-    def ctype(self) -> str:
-        return {"f32": "float", "bf16": "uint16_t"}[self.value]
-
-
-class Level(IntEnum):
-    """Memory levels, slowest first. L2 and L1: data resident in that cache (L2: views of main memory; L1:
-    views or buffers); VRF: vector registers; RF: scalar registers. Specs limit no L2 bytes: each L2 view
-    is bounded on its own (cost.fits_l2)."""
-
-    GL = 0
-    L2 = 1
-    L1 = 2
-    VRF = 3
-    RF = 4
 
 
 @dataclass(frozen=True, order=True)
@@ -115,8 +95,6 @@ def _runs(t: TensorSpec) -> int:
     return -(-_elements(t) // t.layout.contiguous_run(t.shape, t.contig))
 
 
-ALIAS_MIN = 4096  # the L1 set period of x86 cores (32 KiB 8-way, 48 KiB 12-way): runs this far apart collide
-ALIAS_MAX = 1 << 20  # a larger stride class would change no cost decision (L2 set periods are smaller)
 
 
 def alias_stride(run_stride_bytes: int) -> int:
@@ -156,10 +134,9 @@ class Matmul:
     accum: bool = False
     serial: bool = False
 
-    kind = "matmul"
-    iter_names = ("batch", "m", "k", "n")
-    operand_names = ("a", "b", "c")
-    outputs = (2,)
+    definition = MATMUL
+    kind, iter_names, operand_names, outputs = MATMUL.kind, MATMUL.iter_names, MATMUL.operand_names, MATMUL.outputs
+    operand_iter_dims, reduction_dims = MATMUL.operand_iter_dims, MATMUL.reduction_dims
 
     @property
     def operands(self) -> tuple[TensorSpec, ...]:
@@ -170,10 +147,6 @@ class Matmul:
         """Iteration space (batch, m, k, n)."""
         b, m, k = self.a.shape
         return (b, m, k, self.c.shape[2])
-
-    # Which iteration dims index each operand's three dims.
-    operand_iter_dims = ((0, 1, 2), (0, 2, 3), (0, 1, 3))
-    reduction_dims = (2,)
 
     def with_operands(self, ops, serial: bool | None = None) -> "Matmul":
         return Matmul(ops[0], ops[1], ops[2], self.accum, self.serial if serial is None else serial)
@@ -187,12 +160,9 @@ class Move:
     dst: TensorSpec
     serial: bool = False
 
-    kind = "move"
-    iter_names = ("batch", "row", "col")
-    operand_names = ("src", "dst")
-    outputs = (1,)
-    operand_iter_dims = ((0, 1, 2), (0, 1, 2))
-    reduction_dims = ()
+    definition = MOVE
+    kind, iter_names, operand_names, outputs = MOVE.kind, MOVE.iter_names, MOVE.operand_names, MOVE.outputs
+    operand_iter_dims, reduction_dims = MOVE.operand_iter_dims, MOVE.reduction_dims
     accum = False
 
     @property
@@ -212,12 +182,9 @@ class Zero:
     dst: TensorSpec
     serial: bool = False
 
-    kind = "zero"
-    iter_names = ("batch", "row", "col")
-    operand_names = ("dst",)
-    outputs = (0,)
-    operand_iter_dims = ((0, 1, 2),)
-    reduction_dims = ()
+    definition = ZERO
+    kind, iter_names, operand_names, outputs = ZERO.kind, ZERO.iter_names, ZERO.operand_names, ZERO.outputs
+    operand_iter_dims, reduction_dims = ZERO.operand_iter_dims, ZERO.reduction_dims
     accum = False
 
     @property
@@ -235,7 +202,7 @@ class Zero:
 Op = Matmul | Move | Zero
 
 
-LIMITED_LEVELS = (Level.L1, Level.VRF, Level.RF)  # the levels specs limit, in MemoryLimits' (and peaks') order
+LIMITED_LEVELS = tuple(lv for lv in Level if lv.limited)  # in MemoryLimits' (and peaks') order
 
 
 def operand_tiles(op, iter_shape) -> tuple[TensorSpec, ...]:
@@ -254,10 +221,10 @@ class MemoryLimits:
     rf: int
 
     def get(self, level: Level) -> int | None:
-        return self.as_tuple()[LIMITED_LEVELS.index(level)] if level in LIMITED_LEVELS else None
+        return getattr(self, level.name.lower()) if level.limited else None
 
     def minus(self, level: Level, nbytes: int) -> "MemoryLimits | None":
-        if level not in LIMITED_LEVELS:
+        if not level.limited:
             return self
         left = self.get(level) - nbytes
         if left < 0:
@@ -268,10 +235,13 @@ class MemoryLimits:
         return (self.l1, self.vrf, self.rf)
 
 
+assert tuple(f.name for f in fields(MemoryLimits)) == tuple(lv.name.lower() for lv in LIMITED_LEVELS)
+
+
 @dataclass(frozen=True, order=True)
 class Spec:
     op: Op
-    limits: MemoryLimits = field(default=MemoryLimits(48 * 1024, 32 * 64, 16 * 4))
+    limits: MemoryLimits = field(default=MemoryLimits(*DEFAULT_LIMITS))
 
     def canonical(self) -> "Spec":
         return canonicalize(self)
@@ -284,9 +254,9 @@ class Spec:
 
 
 # A stride class matters to a matmul's output only through L2 reuse (cost.l2_evicts), which needs more
-# runs than half the ways of an L2 set (16 on every target), and not at all to moves and zeroing. A tile
-# of at most this many rows has no tile with more runs.
-OUTPUT_ALIAS_RUNS = 8
+# runs than half the ways of an L2 set (machine.L2_WAYS, Target.l2_ways), and not at all to moves and
+# zeroing. A tile of at most this many rows has no tile with more runs.
+OUTPUT_ALIAS_RUNS = L2_WAYS // 2
 
 
 _ROLES = {"matmul": ("input", "input", "matmul"), "move": ("move", "move"), "zero": ("zero",)}
@@ -327,8 +297,17 @@ class UserSpec:
     accum: bool = False
     serial: bool = False
 
+    definition = MATMUL  # the grammar names matmuls only
+
+    @property
+    def iter_shape(self) -> tuple[int, int, int, int]:
+        return (self.batch, self.m, self.k, self.n)
+
+    def operand_shapes(self) -> tuple[tuple[int, int, int], ...]:
+        return tuple(tuple(self.iter_shape[j] for j in dims) for dims in self.definition.operand_iter_dims)
+
     def to_spec(self, limits: MemoryLimits | None = None) -> Spec:
-        shapes = ((self.batch, self.m, self.k), (self.batch, self.k, self.n), (self.batch, self.m, self.n))
+        shapes = self.operand_shapes()
         ops = tuple(
             TensorSpec(shape, dt, _LAYOUTS[lay], alias=alias_stride(shape[1 if lay == "col" else 2] * dt.bytes))
             for shape, dt, lay in zip(shapes, self.dtypes, self.layouts)

@@ -11,9 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from morello_build.ir.impl import Accum, Kernel, Loop, MoveImpl, Region
-from morello_build.ir.spec import Level, Spec, Zero, canonicalize
-
-REGISTER_LEVELS = (Level.VRF, Level.RF)
+from morello_build.ir.spec import Spec, Zero, canonicalize
 
 
 def overwriting(impl, target):
@@ -70,7 +68,7 @@ def _move(move: MoveImpl, target):
         if body is None:
             return None
         return replace(move, spec=_overwrite_spec(move.spec), body=body, cost=move.cost - (move.body.cost - body.cost))
-    if move.buffer.level not in REGISTER_LEVELS:
+    if not move.buffer.level.is_register:
         return None
     zero = _zero_registers(move.body.spec, target)
     if zero is None:

@@ -1,4 +1,5 @@
-"""x86 targets as data: feature levels, memory capacities and cost constants.
+"""x86 targets as data: feature levels, memory capacities, the memory-system facts, what codegen emits
+for each (helper library, target attribute, run-time CPU check) and cost constants.
 
 The kernel catalog (what each microkernel applies to, costs and emits) lives in ``kernels/``.
 """
@@ -8,6 +9,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
+from morello_build.ir import machine
 from morello_build.ir.spec import Level, MemoryLimits
 
 
@@ -66,12 +68,39 @@ class Target:
     l1_bytes: int = 48 * 1024
     l2_bytes: int = 1024 * 1024  # per core
     l1_ways: int = 12  # a cache view of more strided runs than this may evict itself (cost.view_evicts)
-    l2_ways: int = 16
+    l2_ways: int = machine.L2_WAYS
+    line_bytes: int = machine.LINE_BYTES  # a cache line
+    alias_min: int = machine.ALIAS_MIN  # the L1 set period: runs this many bytes apart share sets (spec.alias_stride)
+    alias_max: int = machine.ALIAS_MAX  # the largest stride class that changes a cost decision
     l2_block_bytes: int = 256 * 1024  # largest block kept in L2: a quarter (an A block, an L2 view; cost.fits_l2)
     scratch_bytes: int = 4 << 20  # largest packing buffer in main memory (a B panel set, L3-resident)
     scalar_regs: int = 12
     cores: int = 2
     costs: CostTable = field(default_factory=CostTable)
+    # What the emitted C++ uses (codegen): the helper library (namespace and template stem
+    # templates/isa_<helpers>.hpp.j2) and its vector type, the GCC/Clang function target attribute, and
+    # the __builtin_cpu_supports names of the run-time check. None / (): plain C++.
+    helpers: str | None = None
+    vtype: str | None = None
+    target_attr: str | None = None
+    cpu_features: tuple[str, ...] = ()
+
+    def __post_init__(self):
+        # The spec algebra runs before a target is chosen, with the values every x86 target shares.
+        shared = (machine.LINE_BYTES, machine.ALIAS_MIN, machine.ALIAS_MAX, machine.L2_WAYS)
+        if (self.line_bytes, self.alias_min, self.alias_max, self.l2_ways) != shared:
+            raise ValueError(f"{self.isa}: line size, alias period and L2 ways must be {shared} (ir/machine.py)")
+        if not self.features - {"highway"} <= set(self.cpu_features):
+            raise ValueError(f"{self.isa}: its run-time check misses features {self.features}")
+
+    @property
+    def name(self) -> str:
+        return self.isa
+
+    @property
+    def attr(self) -> str:
+        """The function attribute selecting the target's instructions ("" for plain C++)."""
+        return f'__attribute__((target("{self.target_attr}")))' if self.target_attr else ""
 
     @property
     def lanes(self) -> int:
@@ -107,15 +136,27 @@ class Target:
         return BY_NAME[name]
 
 
-_AVX2 = frozenset({"avx2", "fma"})
-_AVX512 = _AVX2 | {"avx512f", "avx512bw", "avx512vl", "avx512dq"}
+_AVX2_CPU = ("avx2", "fma")
+_AVX512_CPU = _AVX2_CPU + ("avx512f", "avx512bw", "avx512vl", "avx512dq")
+# Highway 1.0.3's HWY_TARGET_STR_AVX2 (sse4 + avx,avx2 + bmi,bmi2,fma + f16c), and what it checks at run time.
+_HWY_AVX2_ATTR = "sse2,ssse3,sse4.1,sse4.2,pclmul,aes,avx,avx2,bmi,bmi2,fma,f16c"
+_HWY_AVX2_CPU = _AVX2_CPU + ("bmi", "bmi2", "f16c", "aes", "pclmul", "sse4.2")
+
+
+def _x86(isa: str, cpu: tuple[str, ...], vector_bytes: int, vector_regs: int, helpers: str,
+         attr: str | None = None) -> Target:
+    """A vector target whose functions are compiled for the ``cpu`` features (attribute: their list)."""
+    return Target(isa, frozenset(cpu), vector_bytes, vector_regs, helpers=helpers, vtype="mv::V",
+                  target_attr=attr or ",".join(cpu), cpu_features=cpu)
+
 
 TARGETS = {
     "scalar": Target("scalar", frozenset(), 0, 0),
-    "avx2": Target("avx2", _AVX2, 32, 16),
-    "highway": Target("highway", _AVX2 | {"highway"}, 32, 16),
-    "avx512": Target("avx512", _AVX512, 64, 32),
-    "avx512_bf16": Target("avx512_bf16", _AVX512 | {"avx512bf16"}, 64, 32),
+    "avx2": _x86("avx2", _AVX2_CPU, 32, 16, "avx2"),
+    "highway": Target("highway", frozenset(_AVX2_CPU) | {"highway"}, 32, 16, helpers="hwy_avx2", vtype="mv::V",
+                      target_attr=_HWY_AVX2_ATTR, cpu_features=_HWY_AVX2_CPU),
+    "avx512": _x86("avx512", _AVX512_CPU, 64, 32, "avx512"),
+    "avx512_bf16": _x86("avx512_bf16", _AVX512_CPU + ("avx512bf16",), 64, 32, "avx512"),
 }
 ISAS = ("native",) + tuple(TARGETS)
 

@@ -9,7 +9,6 @@ one back.
 from morello_build.synth.actions.accum import Select, ToAccum
 from morello_build.synth.actions.move import MoveOperand
 from morello_build.synth.actions.plan import (
-                                              CACHES,
                                               Plan,
                                               Refusal,
                                               indexes_registers,
@@ -34,6 +33,6 @@ def decode(text: str, op):
 
 
 __all__ = [
-    "ACTIONS", "CACHES", "MoveOperand", "Plan", "Refusal", "Select", "Tile", "ToAccum", "decode",
+    "ACTIONS", "MoveOperand", "Plan", "Refusal", "Select", "Tile", "ToAccum", "decode",
     "enumerate_actions", "indexes_registers", "loop_regions", "respects_strips", "rounds_partial_sums", "tile_op",
 ]

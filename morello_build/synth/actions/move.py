@@ -16,7 +16,7 @@ from morello_build.ir.spec import (
     canonicalize,
 )
 from morello_build.synth import cost as costmodel
-from morello_build.synth.actions.plan import CACHES, Plan, Refusal
+from morello_build.synth.actions.plan import Plan, Refusal
 from morello_build.target.kernels import columns_unit_stride, registers
 
 NOT_FASTER = Refusal("not-faster", "operand {} is already at {}; moves go to faster levels")
@@ -49,19 +49,19 @@ class MoveOperand:
     TAG: ClassVar[str] = "M"
 
     def buffer(self, t: TensorSpec, target) -> TensorSpec:
-        if self.level in CACHES and self.layout is None and self.dtype in (None, t.dtype):
+        if self.level.is_cache and self.layout is None and self.dtype in (None, t.dtype):
             return replace(t, level=self.level)
         layout = self.layout or (packed(2, target.lanes) if self.level == Level.VRF else row_major())
         vs = target.lanes if self.level == Level.VRF else None
-        dtype = DType.F32 if self.level in (Level.VRF, Level.RF) else (self.dtype or t.dtype)
+        dtype = DType.F32 if self.level.is_register else (self.dtype or t.dtype)
         return TensorSpec(t.shape, dtype, layout, self.level, len(layout.digits), vs)
 
     @staticmethod
     def is_view(t: TensorSpec, buf: TensorSpec) -> bool:
         """Whether moving ``t`` into ``buf`` only relabels memory data as cache-resident (no copy)."""
         return (
-            buf.layout == t.layout and buf.dtype == t.dtype and buf.level in CACHES
-            and t.level in (Level.GL, Level.L2) and t.level < buf.level
+            buf.layout == t.layout and buf.dtype == t.dtype and buf.level.is_cache
+            and t.level.is_memory and t.level < buf.level
         )
 
     def buffer_bytes(self, buf: TensorSpec, target) -> int:
@@ -86,7 +86,7 @@ class MoveOperand:
             return VIEW_EVICTS(t.runs(), target.l1_ways)
         if buf.level == Level.GL and buf.bytes > target.scratch_bytes:
             return SCRATCH_TOO_BIG(target.scratch_bytes, buf.bytes)
-        if not view and buf.level in (Level.GL, Level.L1) and buf.layout == t.layout and buf.dtype == t.dtype and (
+        if not view and buf.level.has_memory_buffers and buf.layout == t.layout and buf.dtype == t.dtype and (
             buf.level == Level.L1 or t.runs() == 1
         ):
             return SAME_COPY
@@ -103,7 +103,7 @@ class MoveOperand:
         """Moves go to faster levels, except a new layout in main memory or L1 (a repacking copy)."""
         if t.level < self.level:
             return None
-        if t.level == self.level and t.level in (Level.GL, Level.L1):
+        if t.level == self.level and t.level.has_memory_buffers:
             return None if self.layout is not None else NEEDS_LAYOUT(op.operand_names[self.operand], t.level.name)
         return NOT_FASTER(op.operand_names[self.operand], t.level.name)
 
@@ -127,7 +127,7 @@ class MoveOperand:
         # No rounding of the L1 left (round_limits): the memo reuses a program for any limits above its
         # peaks, which is only sound if feasibility depends on peaks alone (see test_search's memo tests).
         # Registers belong to one thread: a body working on a register buffer must be serial.
-        serial = True if self.level in (Level.VRF, Level.RF) else None
+        serial = True if not self.level.parallel_tileable else None
         inner = canonicalize(replace(spec, op=op.with_operands(
             tuple(buf if j == i else u for j, u in enumerate(op.operands)), serial=serial), limits=limits))
         is_output = i in op.outputs

@@ -7,9 +7,7 @@ from dataclasses import dataclass, replace
 from math import prod
 from typing import Callable
 
-from morello_build.ir.spec import DType, Level, Spec, operand_tiles
-
-CACHES = (Level.L2, Level.L1)  # levels whose buffers may be views of slower memory
+from morello_build.ir.spec import DType, Spec, operand_tiles
 
 
 @dataclass(frozen=True)
@@ -80,14 +78,14 @@ def tile_op(op, shape, accum: bool = False):
 def rounds_partial_sums(op) -> bool:
     """A split of k would round C's partial sums after every slice: C is bf16 in memory (accumulate in
     f32 registers instead)."""
-    return op.c.dtype == DType.BF16 and op.c.level in (Level.GL, Level.L1)
+    return op.c.dtype == DType.BF16 and op.c.level.has_memory_buffers
 
 
 def indexes_registers(op, dims) -> bool:
     """A loop over ``dims`` addresses a register buffer: codegen unrolls it (register indices must be
     compile-time constants), so its trips cost no loop overhead."""
     return any(
-        t.level in (Level.VRF, Level.RF) and any(d in dims for d in op.operand_iter_dims[i])
+        t.level.is_register and any(d in dims for d in op.operand_iter_dims[i])
         for i, t in enumerate(op.operands)
     )
 

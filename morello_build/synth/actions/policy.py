@@ -58,7 +58,7 @@ def _move_options(op, i, target):
             opts.append(MoveOperand(i, Level.GL, row_major()))
         if i == 1 and w and _worth_b_panels(op, target):
             opts.append(MoveOperand(i, Level.GL, packed(2, w)))
-    if t.level in (Level.GL, Level.L2, Level.L1):
+    if t.level.is_memory:
         if target.lanes and (is_output or (i == 1 and isinstance(op, Matmul) and op.iter_shape[2] == 1)):
             opts.append(MoveOperand(i, Level.VRF))
         if t.volume * 4 <= target.limits().rf and (is_output or t.volume == 1):
@@ -114,7 +114,7 @@ def enumerate_actions(spec: Spec, target):
     if isinstance(op, Matmul):
         if not op.accum:
             yield ToAccum()
-            if op.c.level in (Level.VRF, Level.RF):
+            if op.c.level.is_register:
                 return  # zeroing registers is free: the accumulating spec's programs are as good
         out_dims = (0, 1, 3)
         for tile in _tiles_one_dim(full, out_dims, {1: target.accumulator_rows}):

@@ -6,7 +6,7 @@ from math import ceil
 from typing import ClassVar
 
 from morello_build.ir.impl import Loop, Region, max_peaks
-from morello_build.ir.spec import Level, Spec, canonicalize
+from morello_build.ir.spec import Spec, canonicalize
 from morello_build.synth import cost as costmodel
 from morello_build.synth.actions.plan import (
     Plan,
@@ -67,7 +67,7 @@ class Tile:
         peel = not op.accum and splits
         if peel and len(dims) > 1:
             return PEEL_TILES_K_ONLY
-        if peel and op.c.level in (Level.VRF, Level.RF):
+        if peel and op.c.level.is_register:
             return PEEL_IN_REGISTERS  # zeroing registers is free: peeling saves only the zeroing of C in memory
         regions = list(loop_regions(full, self.tile, dims))
         if self.parallel and sum(r[1] for r in regions) < 2:
