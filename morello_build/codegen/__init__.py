@@ -118,7 +118,7 @@ def emit_header(user: UserSpec, impl, target, *, name: str = "kernel", namespace
     rt = runtime_namespace()
     rt_guard = rt.upper()
     spec = format_spec(user)
-    body, parallel = lower(impl, user, target, target, rt)
+    body, parallel = lower(impl, user, target, rt)
 
     operands = _operands(user)
     names = [o.name for o in operands]

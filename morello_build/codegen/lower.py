@@ -15,7 +15,6 @@ import itertools
 from dataclasses import dataclass, replace
 from math import ceil, prod
 
-from morello_build.codegen.isa import IsaInfo
 from morello_build.ir.affine import Affine, Expr, expr_c, layout_offset, paren
 from morello_build.ir.impl import Accum, Kernel, Loop, MoveImpl
 from morello_build.ir.layout import Layout
@@ -70,11 +69,10 @@ class Lowerer:
 
     error = CodegenError  # what a kernel's emitter raises when the tree asks for what it cannot express
 
-    def __init__(self, target, info: IsaInfo, rt: str):
+    def __init__(self, target, rt: str):
         self.target = target
-        self.info = info
         self.rt = rt  # runtime namespace
-        self.W = info.lanes
+        self.W = target.lanes
         self.lines: list[str] = []
         self.depth = 1
         self.counter = 0
@@ -175,7 +173,7 @@ class Lowerer:
         if level == Level.VRF:
             root = self.fresh("vr")
             count = ceil(buf.shape[2] / self.W) * buf.shape[0] * buf.shape[1]  # kernels.registers()
-            self.emit(f"{self.info.vtype} {root}[{count}];")
+            self.emit(f"{self.target.vtype} {root}[{count}];")
         elif level == Level.RF:
             root = self.fresh("rf")
             count = buf.layout.buffer_elements(buf.shape)
@@ -269,7 +267,7 @@ class Lowerer:
         total = sum(r.count for r in node.regions)
         task = self.fresh("task")
         self.emit(f"// {node.label()}: {total} tasks, one per tile")
-        attr = f" {self.info.attr}" if self.info.attr else ""
+        attr = f" {self.target.attr}" if self.target.attr else ""
         self.open(f"pf(std::size_t(0), std::size_t({total}), [&](std::size_t {task}){attr} {{")
         start = 0
         nreg = len(node.regions)
@@ -331,8 +329,8 @@ def root_bindings(user, lanes: int) -> tuple[Binding, ...]:
     )
 
 
-def lower(impl, user, target, info: IsaInfo, rt: str) -> tuple[list[str], bool]:
+def lower(impl, user, target, rt: str) -> tuple[list[str], bool]:
     """The kernel body (lines) for ``impl``, and whether it uses the parallel-for callable."""
-    lw = Lowerer(target, info, rt)
-    lw.walk(impl, root_bindings(user, info.lanes))
+    lw = Lowerer(target, rt)
+    lw.walk(impl, root_bindings(user, target.lanes))
     return lw.lines, lw.used_parallel

@@ -56,7 +56,7 @@ def _setup(lw, node, binds, kind: str, chains: int):
     lw.emit(f"// {node.name}: {n} column(s), K = {k}, {u} accumulator(s) per column")
     accs = [[lw.fresh("acc") for _ in range(u)] for _ in range(n)]
     flat = [x for col in accs for x in col]
-    lw.emit(f"{lw.info.vtype} " + ", ".join(f"{x} = {lw.v}::zero()" for x in flat) + ";")
+    lw.emit(f"{lw.target.vtype} " + ", ".join(f"{x} = {lw.v}::zero()" for x in flat) + ";")
     ap = lw.fresh("ap")
     lw.emit(f"const {a.dtype.ctype}* {ap} = {lw.ptr(a, (0, 0, 0))};")
     bps = [lw.fresh("bp") for _ in range(n)]
@@ -117,7 +117,7 @@ def _f32_emit(lw, node, binds) -> None:
     def body(chunk: str, j: int, cnt: int = W):
         off = f"{chunk} * {W}"
         av = lw.fresh("av")
-        lw.emit(f"const {lw.info.vtype} {av} = {lw.v}::load_f32({ap} + {off}, {cnt});")
+        lw.emit(f"const {lw.target.vtype} {av} = {lw.v}::load_f32({ap} + {off}, {cnt});")
         for col, bp in zip(accs, bps):
             acc = col[j]
             lw.emit(f"{acc} = {lw.v}::fma({av}, {lw.v}::load_f32({bp} + {off}, {cnt}), {acc});")
@@ -173,7 +173,7 @@ def _widen_emit(lw, node, binds) -> None:
     c, k, accs, ap, bps, u = _setup(lw, node, binds, "widen", chains=4)
     step = 2 * lw.W
     full, tail = divmod(k, step)
-    vt, v = lw.info.vtype, lw.v
+    vt, v = lw.target.vtype, lw.v
 
     def emit_strip(aoff: str, boff: str, odd_delta: int, cnt: int, j: int):
         ae, ao = lw.fresh("ae"), lw.fresh("ao")

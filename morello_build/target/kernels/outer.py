@@ -71,7 +71,7 @@ def _fma_outer_emit(lw, node, binds) -> None:
     for r in range(m):
         av = lw.read_f32(a, (0, r, 0))
         bc = lw.fresh("bc")
-        stmts = [f"const {lw.info.vtype} {bc} = {lw.v}::bcast({av});"]
+        stmts = [f"const {lw.target.vtype} {bc} = {lw.v}::bcast({av});"]
         for s, bn in zip(segs, bregs):
             cn, lane = lw.reg(c, (0, r, s))
             if lane:
