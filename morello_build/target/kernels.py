@@ -1,4 +1,5 @@
-"""The microkernel catalog: for each kernel, the specs it implements, the features it needs and its cost.
+"""The microkernel catalog: for each kernel, the specs it implements, the ISA features it needs and the
+cost features it counts (synth/cost.py prices them: kernels count, they never price).
 
 Kernels are generic over the vector width: codegen picks the AVX2, AVX-512 or Highway template for the
 target. Registers hold f32 only (bf16 is widened on the way in and rounded on the way out).
@@ -10,7 +11,13 @@ from math import ceil
 from typing import Callable
 
 from morello_build.ir.spec import DType, Level, Matmul, TensorSpec
-from morello_build.synth.cost import interleaving_cost
+from morello_build.synth.cost import (
+    Features,
+    fma_steps,
+    lines_from,
+    lines_read,
+    streams_read,
+)
 
 F32, BF16 = DType.F32, DType.BF16
 MEMORY = (Level.GL, Level.L2, Level.L1)
@@ -22,7 +29,7 @@ class KernelDef:
     kind: str  # the op kind it implements
     features: frozenset[str]
     applies: Callable  # (op, target) -> bool
-    cost: Callable  # (op, target) -> float
+    cost: Callable  # (op, target) -> cost.Features: the counts its cost is made of
     doc: str
 
     def __str__(self) -> str:
@@ -38,17 +45,6 @@ def registers(t: TensorSpec, target) -> int:
     """Vector registers a VRF tile occupies: one per row segment of at most W lanes."""
     b, m, n = t.shape
     return b * m * ceil(n / target.lanes)
-
-
-def memory_read(t: TensorSpec, target) -> float:
-    """Line traffic charged when a kernel reads a tile straight from memory."""
-    c = target.costs
-    return t.lines() * {Level.GL: c.gl_line, Level.L2: c.l2_stream}.get(t.level, 0.0)
-
-
-def streams_read(t: TensorSpec, streams: int, target) -> float:
-    """Line traffic of a tile that a kernel reads as ``streams`` interleaved sequential streams."""
-    return memory_read(t, target) + interleaving_cost(t, streams, target)
 
 
 def single_run_dim(t: TensorSpec) -> int:
@@ -102,16 +98,14 @@ def _fma_outer_applies(op, target):
 
 
 def _fma_outer_cost(op, target):
-    c = target.costs
     _, m, _, n = op.iter_shape
-    bcast = c.vec_op if op.a.level == Level.RF else c.vec_load
+    bcast = Features.of(vec_op=m) if op.a.level == Level.RF else Features.of(vec_load=m)
     # Each accumulator is updated once per step: with few of them, FMA latency, not throughput, binds.
-    fmas = max(m * ceil(n / target.lanes) * c.vec_fma, c.fma_latency)
-    return fmas + m * bcast + memory_read(op.a, target)
+    return fma_steps(m * ceil(n / target.lanes), target.costs) + bcast + lines_read(op.a)
 
 
 def _max_dot_cols(target, accumulators_per_col):
-    # At most 4 B columns at once (B in main memory pays for interleaved streams, see streams_read; with
+    # At most 4 B columns at once (B in main memory pays for interleaved streams, see cost.streams_read; with
     # K*2 = 4 KiB rows on Zen 5: 10.5 GB/s with 8 columns, 22.6 GB/s with 4).
     return max(1, min(4, (target.vector_regs - 4) // accumulators_per_col))
 
@@ -124,12 +118,11 @@ def _dot_f32_applies(op, target):
 
 
 def _dot_f32_cost(op, target):
-    c = target.costs
     _, _, k, n = op.iter_shape
     steps = ceil(k / target.lanes)
     return (
-        steps * (n * c.vec_fma + (n + 1) * c.vec_load)
-        + n * c.hsum + memory_read(op.a, target) + streams_read(op.b, n, target)
+        Features.of(vec_fma=steps * n, vec_load=steps * (n + 1), hsum=n)
+        + lines_read(op.a) + streams_read(op.b, n)
     )
 
 
@@ -141,12 +134,11 @@ def _dot_widen_applies(op, target):
 
 
 def _dot_widen_cost(op, target):
-    c = target.costs
     _, _, k, n = op.iter_shape
     steps = ceil(k / (2 * target.lanes))
     return (
-        steps * (2 * c.vec_load + n * (c.vec_load + 2 * c.vec_op + 2 * c.vec_fma))
-        + n * (c.hsum + c.vec_op) + memory_read(op.a, target) + streams_read(op.b, n, target)
+        Features.of(vec_load=steps * (2 + n), vec_op=steps * n * 2 + n, vec_fma=steps * n * 2, hsum=n)
+        + lines_read(op.a) + streams_read(op.b, n)
     )
 
 
@@ -158,12 +150,11 @@ def _dot_dp_applies(op, target):
 
 
 def _dot_dp_cost(op, target):
-    c = target.costs
     _, _, k, n = op.iter_shape
     steps = ceil(k / (2 * target.lanes))
     return (
-        steps * (c.vec_load + n * (c.vec_load + c.vec_fma))
-        + n * c.hsum + memory_read(op.a, target) + streams_read(op.b, n, target)
+        Features.of(vec_load=steps * (1 + n), vec_fma=steps * n, hsum=n)
+        + lines_read(op.a) + streams_read(op.b, n)
     )
 
 
@@ -181,9 +172,8 @@ def _vload_applies(op, target):
 
 
 def _vload_cost(op, target):
-    c = target.costs
-    widen = c.vec_op if op.src.dtype == BF16 else 0.0
-    return c.vec_load + widen + memory_read(op.src, target)
+    widen = 1 if op.src.dtype == BF16 else 0
+    return Features.of(vec_load=1, vec_op=widen) + lines_read(op.src)
 
 
 def _vstore_applies(op, target):
@@ -193,9 +183,8 @@ def _vstore_applies(op, target):
 def _vstore_cost(op, target):
     """A store into main memory dirties its lines, which are written back: C tiles stored once per k slice
     cost that traffic every slice (1024^3: k slices of 512 instead of 256 ran 13.7 ms instead of 14.2)."""
-    c = target.costs
-    writeback = op.dst.lines() * c.gl_line if op.dst.level == Level.GL else 0.0
-    return c.vec_store + (2 * c.vec_op if op.dst.dtype == BF16 else 0.0) + writeback
+    writeback = op.dst.lines() if op.dst.level == Level.GL else 0
+    return Features.of(vec_store=1, vec_op=2 if op.dst.dtype == BF16 else 0, gl_line=writeback)
 
 
 def _scalar_load_applies(op, target):
@@ -207,7 +196,7 @@ def _scalar_store_applies(op, target):
 
 
 def _scalar_move_cost(op, target):
-    return target.costs.scalar_op + memory_read(op.src, target) if op.src.level in MEMORY else target.costs.scalar_op
+    return Features.of(scalar_op=1) + lines_read(op.src)  # a register source reads no lines
 
 
 def _copy_applies(op, target):
@@ -215,9 +204,8 @@ def _copy_applies(op, target):
 
 
 def _copy_cost(op, target):
-    c = target.costs
-    spill = op.dst.lines() * c.l2_line if op.dst.level == Level.GL else 0.0  # a scratch block leaves L1
-    return op.src.volume * c.copy_elem + op.src.lines() * c.line_from(op.src.level) + spill
+    spill = op.dst.lines() if op.dst.level == Level.GL else 0  # a scratch block's lines leave L1
+    return Features.of(copy_elem=op.src.volume) + lines_from(op.src) + Features.of(l2_line=spill)
 
 
 # -- zeroing ---------------------------------------------------------------------------------------
@@ -226,7 +214,7 @@ def _vzero_applies(op, target):
 
 
 def _vzero_cost(op, target):
-    return registers(op.dst, target) * target.costs.vec_zero
+    return Features.of(vec_zero=registers(op.dst, target))
 
 
 def _szero_applies(op, target):
@@ -234,7 +222,7 @@ def _szero_applies(op, target):
 
 
 def _szero_cost(op, target):
-    return op.dst.volume * target.costs.vec_zero
+    return Features.of(vec_zero=op.dst.volume)
 
 
 def _memzero_applies(op, target):
@@ -242,12 +230,12 @@ def _memzero_applies(op, target):
 
 
 def _memzero_cost(op, target):
-    return op.dst.volume * target.costs.copy_elem * 0.5 + op.dst.lines() * target.costs.vec_store
+    return Features.of(copy_elem=op.dst.volume * 0.5, vec_store=op.dst.lines())
 
 
 _VEC = frozenset({"avx2"})
 CATALOG = (
-    KernelDef("mac_scalar", "matmul", frozenset(), _mac_applies, lambda op, t: t.costs.scalar_op,
+    KernelDef("mac_scalar", "matmul", frozenset(), _mac_applies, lambda op, t: Features.of(scalar_op=1),
               "c += a * b on scalar registers"),
     KernelDef("fma_outer", "matmul", _VEC, _fma_outer_applies, _fma_outer_cost,
               "register tile C[m,n] += broadcast(A[m,0]) * B[0,n]: one FMA per C register"),

@@ -5,7 +5,9 @@ from dataclasses import dataclass, replace
 
 from morello_build.ir.impl import Accum, Kernel, max_peaks
 from morello_build.ir.spec import Matmul, Spec, Zero, canonicalize
+from morello_build.synth import cost as costmodel
 from morello_build.synth.actions.plan import Plan
+from morello_build.synth.cost import NONE
 from morello_build.target.kernels import BY_NAME
 
 
@@ -22,7 +24,8 @@ class ToAccum:
 
         def build(impls):
             z, b = impls
-            return Accum(spec, z, b, z.cost + b.cost, max_peaks(z.peaks, b.peaks))
+            cost = costmodel.combine(0.0, impls, (1, 1))  # no work of its own
+            return Accum(spec, z, b, cost, max_peaks(z.peaks, b.peaks), NONE)
 
         return Plan((zero, body), build)
 
@@ -39,6 +42,8 @@ class Select:
             return None
         if not k.applies(spec.op, target):
             return None
-        return Plan((), lambda _: Kernel(spec, k.name, k.cost(spec.op, target)))
+        own = k.cost(spec.op, target)
+        cost = costmodel.combine(own.dot(target.costs), (), ())
+        return Plan((), lambda _: Kernel(spec, k.name, cost, features=own), own_cost=cost)
 
 
