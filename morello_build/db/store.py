@@ -83,7 +83,8 @@ def _wrap(path, e: sqlite3.Error) -> DBError:
 
 _FINGERPRINT_FILES = (
     "ir/spec.py", "ir/layout.py", "synth/cost.py", "synth/search.py", "ir/impl.py", "synth/overwrite.py",
-    "target/__init__.py", "target/kernels.py", "db/encode.py", "synth/actions/__init__.py", "synth/actions/plan.py",
+    "target/__init__.py", "target/kernels/__init__.py", "target/kernels/common.py", "target/kernels/outer.py",
+    "target/kernels/dot.py", "target/kernels/moves.py", "target/kernels/zero.py", "db/encode.py", "synth/actions/__init__.py", "synth/actions/plan.py",
     "synth/actions/tile.py", "synth/actions/move.py", "synth/actions/accum.py", "synth/actions/policy.py",
 )
 

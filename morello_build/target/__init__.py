@@ -1,6 +1,6 @@
 """x86 targets as data: feature levels, memory capacities and cost constants.
 
-The kernel catalog (what each microkernel applies to and costs) lives in ``kernels.py``.
+The kernel catalog (what each microkernel applies to, costs and emits) lives in ``kernels/``.
 """
 from __future__ import annotations
 
@@ -104,7 +104,13 @@ class Target:
     def kernels(self):
         from morello_build.target.kernels import CATALOG
 
-        return tuple(k for k in CATALOG if k.features <= self.features)
+        return tuple(k for k in CATALOG if k.available_on(self))
+
+    def kernel(self, name: str):
+        """The catalog record ``name`` (codegen asks it to emit the nodes that selected it)."""
+        from morello_build.target.kernels import BY_NAME
+
+        return BY_NAME[name]
 
 
 _AVX2 = frozenset({"avx2", "fma"})

@@ -38,7 +38,7 @@ class Select:
 
     def plan(self, spec: Spec, target) -> Plan | None:
         k = BY_NAME.get(self.kernel)
-        if k is None or k.kind != spec.op.kind or not k.features <= target.features:
+        if k is None or k.kind != spec.op.kind or not k.available_on(target):
             return None
         if not k.applies(spec.op, target):
             return None

@@ -1,0 +1,91 @@
+"""The kernel record and the predicates several kernel families share."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import ceil
+from typing import Callable
+
+from morello_build.ir.spec import DType, Level, TensorSpec
+
+F32, BF16 = DType.F32, DType.BF16
+MEMORY = (Level.GL, Level.L2, Level.L1)
+
+
+@dataclass(frozen=True)
+class KernelDef:
+    """One microkernel: applicability, cost, register use and emitter in one place."""
+
+    name: str
+    kind: str  # the op kind it implements
+    vector: bool  # needs vector registers (any target with lanes > 0)
+    features: frozenset[str]  # ISA features it needs beyond that (e.g. avx512bf16)
+    applies: Callable  # (op, target) -> bool
+    cost: Callable  # (op, target) -> cost.Features: the counts its cost is made of (cost.py prices them)
+    emit: Callable  # (lowerer, node, bindings) -> None: appends its C++ statements
+    doc: str
+    vector_regs: Callable = lambda op, target: 0  # (op, target) -> vector registers it occupies
+
+    def available_on(self, target) -> bool:
+        return (target.lanes > 0 or not self.vector) and self.features <= target.features
+
+    def __str__(self) -> str:
+        return self.name
+
+
+def in_vrf(t: TensorSpec, target) -> bool:
+    return t.level == Level.VRF and t.dtype == F32 and t.vector_size == target.lanes
+
+
+def registers(t: TensorSpec, target) -> int:
+    """Vector registers a VRF tile occupies: one per row segment of at most W lanes."""
+    b, m, n = t.shape
+    return b * m * ceil(n / target.lanes)
+
+
+def single_run_dim(t: TensorSpec) -> int:
+    """The one dim with extent > 1 (2 when there is none)."""
+    dims = [i for i, s in enumerate(t.shape) if s > 1]
+    return dims[0] if len(dims) == 1 else (2 if not dims else -1)
+
+
+def columns_unit_stride(b: TensorSpec) -> bool:
+    """Each column of a (1, K, n) B tile is a dense run along K (B stored N×K, i.e. ``col``)."""
+    _, k, _ = b.shape
+    return b.tile((1, k, 1)).unit_stride(1) or k == 1
+
+
+def interleaved_for(a: TensorSpec, lanes: int) -> bool:
+    """A's K strips store evens then odds in halves of ``lanes`` (layout.interleaved, strip 2W)."""
+    ds = a.layout.digits
+    return (
+        len(ds) >= 2
+        and (ds[-2].dim, ds[-2].div, ds[-2].mod) == (2, 1, 2)
+        and (ds[-1].dim, ds[-1].div, ds[-1].mod) == (2, 2, lanes)
+        and a.contig >= min(3, len(ds))
+    )
+
+
+# -- emitter helpers shared by families ---------------------------------------------------------------
+def loop_nest(lw, shape, order):
+    """Open C loops over ``shape`` (dims in ``order``, outermost first); returns (coords, loops opened)."""
+    from morello_build.codegen.affine import Affine
+
+    coords = [Affine()] * 3
+    opened = 0
+    for d in order:
+        if shape[d] > 1:
+            v = lw.fresh("x")
+            lw.open(f"for (ix {v} = 0; {v} < {shape[d]}; ++{v}) {{")
+            coords[d] = Affine.var(v)
+            opened += 1
+    return coords, opened
+
+
+def dim_order(b) -> list[int]:
+    """Dims ordered so that the innermost loop walks the binding's innermost live digit."""
+    order = []
+    for d in b.layout.digits:
+        if d.dim in order:
+            order.remove(d.dim)
+        order.append(d.dim)
+    return order + [d for d in range(3) if d not in order]

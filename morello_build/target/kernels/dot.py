@@ -1,0 +1,248 @@
+"""Dot-product kernels: C (1x1xn, scalar registers) += A (1xK) · B (Kxn, columns contiguous along K).
+
+Each column keeps ``u`` vector accumulators (chunk j of K goes to accumulator j % u) so that few columns
+still have enough independent FMA chains; they are added pairwise in a fixed order, then summed
+horizontally.
+"""
+from __future__ import annotations
+
+import itertools
+from math import ceil
+
+from morello_build.ir.spec import Level
+from morello_build.synth.cost import Features, lines_read, streams_read
+from morello_build.target.kernels.common import (
+    BF16,
+    F32,
+    MEMORY,
+    KernelDef,
+    columns_unit_stride,
+    interleaved_for,
+)
+
+
+def _dot_shape(op, target, max_cols: int) -> bool:
+    b, m, k, n = op.iter_shape
+    return (
+        b == 1 and m == 1 and n <= max_cols and op.accum and target.lanes >= 8
+        and op.c.level == Level.RF and op.c.dtype == F32
+        and op.a.level in MEMORY and op.b.level in MEMORY
+        and columns_unit_stride(op.b)
+    )
+
+
+def _max_dot_cols(target, accumulators_per_col):
+    # At most 4 B columns at once (B in main memory pays for interleaved streams, see cost.streams_read; with
+    # K*2 = 4 KiB rows on Zen 5: 10.5 GB/s with 8 columns, 22.6 GB/s with 4).
+    return max(1, min(4, (target.vector_regs - 4) // accumulators_per_col))
+
+
+# -- emitters' shared parts -----------------------------------------------------------------------------
+def _setup(lw, node, binds, kind: str, chains: int):
+    a, b, c = binds
+    _, _, k, n = node.spec.op.iter_shape
+    if c.level != Level.RF:
+        raise lw.error("dot kernels accumulate into scalar registers")
+    for j in range(n):
+        if k > 1 and lw.step(b, (0, 0, j), (0, 1, j)) != 1:
+            raise lw.error("dot kernel: a B column is not contiguous along K")
+    if kind != "widen" and k > 1 and lw.step(a, (0, 0, 0), (0, 0, 1)) != 1:
+        raise lw.error("dot kernel: A is not contiguous along K")
+    step = lw.W if kind == "f32" else 2 * lw.W
+    full = k // step
+    u = max(1, min(4, chains // n, full))
+    lw.open("{")
+    lw.emit(f"// {node.name}: {n} column(s), K = {k}, {u} accumulator(s) per column")
+    accs = [[lw.fresh("acc") for _ in range(u)] for _ in range(n)]
+    flat = [x for col in accs for x in col]
+    lw.emit(f"{lw.info.vtype} " + ", ".join(f"{x} = {lw.v}::zero()" for x in flat) + ";")
+    ap = lw.fresh("ap")
+    lw.emit(f"const {a.dtype.ctype}* {ap} = {lw.ptr(a, (0, 0, 0))};")
+    bps = [lw.fresh("bp") for _ in range(n)]
+    for j, bp in enumerate(bps):
+        lw.emit(f"const {b.dtype.ctype}* {bp} = {lw.ptr(b, (0, 0, j))};")
+    return c, k, accs, ap, bps, u
+
+
+def _chunks(lw, full: int, u: int, body) -> None:
+    """Call body(chunk expression, accumulator index) for chunks 0..full-1, u per loop trip."""
+    trips = full // u
+    if trips == 1:
+        for j in range(u):
+            body(str(j), j)
+    elif trips > 1:
+        ch = lw.fresh("ch")
+        lw.open(f"for (ix {ch} = 0; {ch} < {trips * u}; {ch} += {u}) {{")
+        for j in range(u):
+            body(f"({ch} + {j})" if j else ch, j)
+        lw.close()
+    for j in range(full - trips * u):
+        body(str(trips * u + j), j)
+
+
+def _finish(lw, c, accs) -> None:
+    for j, col in enumerate(accs):
+        terms = list(col)
+        while len(terms) > 1:  # pairwise, fixed order
+            terms = [f"{lw.v}::add({x}, {y})" if y else x
+                     for x, y in itertools.zip_longest(terms[0::2], terms[1::2])]
+        lw.emit(f"{lw.elem(c, (0, 0, j))} += {lw.v}::hsum({terms[0]});")
+    lw.close()
+
+
+# -- dot_f32 --------------------------------------------------------------------------------------------
+def _f32_applies(op, target):
+    return (
+        _dot_shape(op, target, _max_dot_cols(target, 1))
+        and op.a.dtype == F32 and op.b.dtype == F32 and op.a.unit_stride(2)
+    )
+
+
+def _f32_cost(op, target):
+    _, _, k, n = op.iter_shape
+    steps = ceil(k / target.lanes)
+    return (
+        Features.of(vec_fma=steps * n, vec_load=steps * (n + 1), hsum=n)
+        + lines_read(op.a) + streams_read(op.b, n)
+    )
+
+
+def _f32_emit(lw, node, binds) -> None:
+    c, k, accs, ap, bps, u = _setup(lw, node, binds, "f32", chains=8)
+    W = lw.W
+    full, tail = divmod(k, W)
+
+    def body(chunk: str, j: int, cnt: int = W):
+        off = f"{chunk} * {W}"
+        av = lw.fresh("av")
+        lw.emit(f"const {lw.info.vtype} {av} = {lw.v}::load_f32({ap} + {off}, {cnt});")
+        for col, bp in zip(accs, bps):
+            acc = col[j]
+            lw.emit(f"{acc} = {lw.v}::fma({av}, {lw.v}::load_f32({bp} + {off}, {cnt}), {acc});")
+
+    _chunks(lw, full, u, body)
+    if tail:
+        body(str(full), 0, tail)
+    _finish(lw, c, accs)
+
+
+DOT_F32 = KernelDef(
+    "dot_f32", "matmul", True, frozenset(), _f32_applies, _f32_cost, _f32_emit,
+    "n f32 dot products over K (B stored N×K), vector accumulators, one horizontal sum each",
+)
+
+
+# -- dot_bf16_widen -------------------------------------------------------------------------------------
+def _widen_applies(op, target):
+    return (
+        _dot_shape(op, target, _max_dot_cols(target, 2))
+        and op.a.dtype == F32 and op.b.dtype == BF16 and interleaved_for(op.a, target.lanes)
+    )
+
+
+def _widen_cost(op, target):
+    _, _, k, n = op.iter_shape
+    steps = ceil(k / (2 * target.lanes))
+    return (
+        Features.of(vec_load=steps * (2 + n), vec_op=steps * n * 2 + n, vec_fma=steps * n * 2, hsum=n)
+        + lines_read(op.a) + streams_read(op.b, n)
+    )
+
+
+def _strip_offsets(lw, a, k0: int, cnt: int):
+    """(evens offset, odds offset) of A's strip starting at k0 relative to its start, checked dense."""
+    base = (0, 0, k0)
+    ev = lw.step(a, (0, 0, 0), base)
+    od = lw.step(a, (0, 0, 0), (0, 0, k0 + 1)) if cnt > 1 else 0
+    if ev is None or od is None:
+        raise lw.error("dot_bf16_widen: A strip offsets are not constant")
+    for j in range(1, (cnt + 1) // 2):
+        if lw.step(a, base, (0, 0, k0 + 2 * j)) != j:
+            raise lw.error("dot_bf16_widen: A evens are not contiguous")
+    for j in range(1, cnt // 2):
+        if lw.step(a, (0, 0, k0 + 1), (0, 0, k0 + 1 + 2 * j)) != j:
+            raise lw.error("dot_bf16_widen: A odds are not contiguous")
+    return ev, od
+
+
+def _widen_emit(lw, node, binds) -> None:
+    a = binds[0]
+    c, k, accs, ap, bps, u = _setup(lw, node, binds, "widen", chains=4)
+    step = 2 * lw.W
+    full, tail = divmod(k, step)
+    vt, v = lw.info.vtype, lw.v
+
+    def emit_strip(aoff: str, boff: str, odd_delta: int, cnt: int, j: int):
+        ae, ao = lw.fresh("ae"), lw.fresh("ao")
+        ne, no = (cnt + 1) // 2, cnt // 2
+        lw.emit(f"const {vt} {ae} = {v}::load_f32({ap} + {aoff}, {ne});")
+        if no:
+            lw.emit(f"const {vt} {ao} = {v}::load_f32({ap} + {aoff} + {odd_delta}, {no});")
+        for col, bp in zip(accs, bps):
+            acc = col[j]
+            be, bo = lw.fresh("be"), lw.fresh("bo")
+            lw.emit(f"{vt} {be}, {bo}; {v}::load_bf16_pairs({bp} + {boff}, {cnt}, {be}, {bo});")
+            lw.emit(f"{acc} = {v}::fma({ae}, {be}, {acc});")
+            if no:
+                lw.emit(f"{acc} = {v}::fma({ao}, {bo}, {acc});")
+
+    if full:
+        ev0, od0 = _strip_offsets(lw, a, 0, step)
+        sstride = _strip_offsets(lw, a, step, step)[0] if full > 1 else step
+        if ev0 != 0:
+            raise lw.error("dot_bf16_widen: A does not start its first strip")
+
+        def body(chunk: str, j: int):
+            emit_strip(f"{chunk} * {sstride}", f"{chunk} * {step}", od0, step, j)
+
+        _chunks(lw, full, u, body)
+    if tail:
+        ev, od = _strip_offsets(lw, a, full * step, tail)
+        emit_strip(str(ev), str(full * step), od - ev, tail, 0)
+    _finish(lw, c, accs)
+
+
+DOT_BF16_WIDEN = KernelDef(
+    "dot_bf16_widen", "matmul", True, frozenset(), _widen_applies, _widen_cost, _widen_emit,
+    "f32 A (odd/even interleaved) times bf16 B columns: widen by shift and mask, FMA in f32",
+)
+
+
+# -- dot_bf16_dp ----------------------------------------------------------------------------------------
+def _dp_applies(op, target):
+    return (
+        _dot_shape(op, target, _max_dot_cols(target, 1))
+        and op.a.dtype == BF16 and op.b.dtype == BF16 and op.a.unit_stride(2)
+    )
+
+
+def _dp_cost(op, target):
+    _, _, k, n = op.iter_shape
+    steps = ceil(k / (2 * target.lanes))
+    return (
+        Features.of(vec_load=steps * (1 + n), vec_fma=steps * n, hsum=n)
+        + lines_read(op.a) + streams_read(op.b, n)
+    )
+
+
+def _dp_emit(lw, node, binds) -> None:
+    c, k, accs, ap, bps, u = _setup(lw, node, binds, "dp", chains=8)
+    step = 2 * lw.W
+    full, tail = divmod(k, step)
+
+    def body(chunk: str, j: int, cnt: int = step):
+        off = f"{chunk} * {step}"
+        for col, bp in zip(accs, bps):
+            acc = col[j]
+            lw.emit(f"{acc} = {lw.v}::dp_bf16({acc}, {ap} + {off}, {bp} + {off}, {cnt});")
+
+    _chunks(lw, full, u, body)
+    if tail:
+        body(str(full), 0, tail)
+    _finish(lw, c, accs)
+
+
+DOT_BF16_DP = KernelDef(
+    "dot_bf16_dp", "matmul", True, frozenset({"avx512bf16"}), _dp_applies, _dp_cost, _dp_emit,
+    "bf16 A times bf16 B columns with vdpbf16ps (pairs along K), f32 accumulators",
+)
