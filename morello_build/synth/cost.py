@@ -3,7 +3,7 @@
 Every Impl node carries ``features``: counts of its own work (not its children's), each named after a
 field of the target's ``CostTable``, which documents what one unit of it is (a 64-byte line from main
 memory, a vector FMA, a loop trip, ...). Kernels count their instructions and the lines they read
-(``target/kernels.py``); a loop counts its trips, the output lines its parallel tasks share, the short
+(``target/kernels/``); a loop counts its trips, the output lines its parallel tasks share, the short
 runs it starts and the main-memory lines its later trips read from L2; a cache view counts the lines
 it brings in. Nothing else prices anything: a node's cost is derived here, by one rule (``combine``):
 
@@ -18,7 +18,10 @@ by the same share (``loop_features``).
 The model is ADDITIVE: memory traffic and compute are summed, they never overlap (a kernel's line
 reads add to its FMAs; a view's lines add to its body). A model where they overlap changes this rule,
 here. Its one non-linearity, FMA latency in outer-product kernels, is a feature of its own, decided
-from counts and the table (``fma_steps``).
+from counts and the table (``fma_steps``). So the surcharges stack: a main-memory line that a dot
+kernel reads as one of several streams counts one ``gl_line`` and one ``gl_interleaved``, and the loop
+around it may count the run it starts (``gl_short_run``); ``l2_reuse_line`` refunds part of the
+``gl_line`` of lines that later trips find in L2.
 """
 from __future__ import annotations
 
@@ -66,7 +69,7 @@ class Features(tuple):
 
     def get(self, name: str) -> float:
         """The count of one feature (0 when absent)."""
-        _RANK[name]
+        _RANK[name]  # a typo is a KeyError, not a silent 0
         return next((c for n, c in self if n == name), 0)
 
     def dot(self, costs: CostTable) -> float:
@@ -109,6 +112,7 @@ def loop_weights(counts: tuple[int, ...], parallel: bool, cores: int) -> tuple[f
 
 
 def weights(node, target) -> tuple[float, ...]:
+    """How often each of ``node``'s children runs per core (the rule's weights)."""
     if isinstance(node, Loop):
         return loop_weights(tuple(r.count for r in node.regions), node.parallel, target.cores)
     return (1,) * len(node.children)
