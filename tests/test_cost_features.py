@@ -53,7 +53,7 @@ def _loop_features(spec, tile, parallel=False, target=AVX2) -> Features:
     dims = tuple(d for d, (t, f) in enumerate(zip(tile, op.iter_shape)) if t < f)
     counts = tuple(n for _, n, _ in loop_regions(op.iter_shape, tile, dims))
     own = cost.loop_features(op, plan.subspecs, counts, dims, tile, parallel, indexes_registers(op, dims), target)
-    assert plan.own_cost == own.dot(target.costs)
+    assert plan.own_cost == own.dot(target.costs) and own == Features.of(**dict(own))  # canonical order
     return own
 
 
@@ -69,6 +69,12 @@ def test_features_add_scale_and_price():
     assert a.describe() == "gl_line 3, vec_load 2" and Features.of().describe() == "none"
     with pytest.raises(KeyError):
         Features.of(cycles=1)
+
+
+def test_features_keep_one_order():
+    every = {n: 1 for n in reversed(FEATURES)}
+    assert list(Features.of(**every)) == [(n, 1) for n in FEATURES]
+    assert Features.ordered(*((n, 1) for n in FEATURES)) == Features.of(**every)
 
 
 def test_every_feature_is_priced_by_the_cost_table():

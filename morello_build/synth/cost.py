@@ -72,9 +72,17 @@ class Features(tuple):
         _RANK[name]  # a typo is a KeyError, not a silent 0
         return next((c for n, c in self if n == name), 0)
 
+    @staticmethod
+    def ordered(*pairs: tuple[str, float]) -> Features:
+        """From (name, count) pairs already in FEATURES order (the hot paths' cheaper ``of``)."""
+        return Features(p for p in pairs if p[1])
+
     def dot(self, costs: CostTable) -> float:
         """The price of these counts: sum of count × the table's price of one unit."""
-        return sum(c * getattr(costs, n) for n, c in self)
+        total = 0.0
+        for n, c in self:
+            total += c * getattr(costs, n)
+        return total
 
     def describe(self) -> str:
         return ", ".join(f"{n} {_number(c)}" for n, c in self) or "none"
@@ -95,7 +103,10 @@ def combine(own_price: float, children, weights) -> float:
     """THE combination rule (see the module docstring): the node's own features priced
     (``features.dot(costs)``, computed once per plan), plus each child's cost times how often it runs
     per core. Additive: memory and compute do not overlap."""
-    return own_price + sum(w * c.cost for w, c in zip(weights, children))
+    total = 0.0
+    for w, c in zip(weights, children):
+        total += w * c.cost
+    return own_price + total
 
 
 def per_core_share(tiles: int, cores: int) -> float:
@@ -149,7 +160,7 @@ def loop_features(op, bodies, counts, dims, tile, parallel: bool, unrolled: bool
         per_trip = Features.of(loop_iter=loop_iter, shared_line=shared) * per_core_share(trips, target.cores)
         return per_trip + Features.of(parallel_setup=1, gl_short_run=runs)
     reuse = l2_reuse_lines(bodies[0], dims, trips, target)
-    return Features.of(loop_iter=loop_iter, gl_short_run=runs, l2_reuse_line=reuse)
+    return Features.ordered(("gl_short_run", runs), ("loop_iter", loop_iter), ("l2_reuse_line", reuse))
 
 
 def shared_lines(spec) -> int:
@@ -231,7 +242,10 @@ def view_features(operand: TensorSpec, streams: int = 1) -> Features:
     """A cache view: bringing a tile's lines from main memory (or L2) once, so that the body reads it
     from the cache. A view copies nothing: the body's first reads bring the lines, as ``streams``
     interleaved streams."""
-    return lines_from(operand) + Features.of(gl_interleaved=interleaved_lines(operand, streams))
+    lines = operand.lines()
+    if streams > 1 and operand.level == Level.GL:
+        return Features.ordered(("gl_line", lines), ("gl_interleaved", lines))  # as interleaved_lines
+    return Features.ordered((_LINE_FROM.get(operand.level, "l1_line"), lines))
 
 
 def runs_per_set(t: TensorSpec, cache_bytes: int, ways: int) -> int:
