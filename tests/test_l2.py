@@ -19,10 +19,9 @@ from morello_build.ir.spec import (
     TensorSpec,
     parse_spec,
 )
-from morello_build.synth.cost import view_cost
+from morello_build.synth.cost import Features, lines_read, view_features
 from morello_build.synth.search import Search
 from morello_build.target import TARGETS
-from morello_build.target.kernels import memory_read
 
 AVX512 = TARGETS["avx512"]
 
@@ -38,10 +37,11 @@ def _panel(k, n, level):
 
 def test_kernels_stream_l2_lines_cheaper_than_main_memory_and_dearer_than_l1():
     c = AVX512.costs
-    reads = [memory_read(_panel(256, 64, lv), AVX512) for lv in (Level.GL, Level.L2, Level.L1)]
+    reads = [lines_read(_panel(256, 64, lv)) for lv in (Level.GL, Level.L2, Level.L1)]
     lines = _panel(256, 64, Level.GL).lines()
-    assert reads == [lines * c.gl_line, lines * c.l2_stream, 0.0]
-    assert view_cost(_panel(64, 64, Level.L2), AVX512) == _panel(64, 64, Level.L2).lines() * c.l2_line
+    assert reads == [Features.of(gl_line=lines), Features.of(l2_stream=lines), Features.of()]
+    assert c.gl_line > c.l2_stream > 0
+    assert view_features(_panel(64, 64, Level.L2)) == Features.of(l2_line=_panel(64, 64, Level.L2).lines())
 
 
 def test_l2_leaves_the_spec_limits_alone():

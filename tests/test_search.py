@@ -299,7 +299,7 @@ def test_l2_reuse_credit_counts_operands_the_loop_does_not_index():
     main-memory data fits there, and not when it does not."""
     from morello_build.ir.spec import Spec, canonicalize, operand_tiles, parse_spec
     from morello_build.synth.actions import Tile
-    from morello_build.synth.cost import l2_reuse_credit
+    from morello_build.synth.cost import l2_reuse_lines
 
     target = TARGETS["avx512"]
     c = target.costs
@@ -307,12 +307,13 @@ def test_l2_reuse_credit_counts_operands_the_loop_does_not_index():
         spec = parse_spec(f"matmul {m}x128x256 accum").to_spec(target.limits())
         tile = (1, m, 128, 64)  # loop over n (dim 3) in 4 trips
         body = canonicalize(Spec(spec.op.with_operands(operand_tiles(spec.op, tile), serial=True), spec.limits))
-        credit = l2_reuse_credit(body, (3,), 4, target)
-        assert credit == (pytest.approx(3 * body.op.a.lines() * (c.gl_line - c.l2_line)) if fits else 0.0)
-        if fits:  # the loop's cost is its trips' minus the credit
+        saved = l2_reuse_lines(body, (3,), 4, target)
+        assert saved == (3 * body.op.a.lines() if fits else 0)
+        if fits:  # the loop's cost is its trips' minus what the saved lines cost less from L2
             loop = Search(target).apply(spec, Tile(tile))
+            assert loop.features.get("l2_reuse_line") == saved
             bodies = sum(r.count * (r.body.cost + c.loop_iter) for r in loop.regions)
-            assert loop.cost == pytest.approx(bodies - credit)
+            assert loop.cost == pytest.approx(bodies - saved * (c.gl_line - c.l2_line))
 
 
 def test_stores_into_main_memory_pay_the_write_back():
@@ -324,9 +325,11 @@ def test_stores_into_main_memory_pay_the_write_back():
 
     target = TARGETS["avx512"]
     reg = TensorSpec((1, 1, 16), DType.F32, packed(2, 16), Level.VRF, 4, 16)
+    from morello_build.synth.cost import Features
+
     cost = {lv: BY_NAME["vstore"].cost(Move(reg, TensorSpec((1, 1, 16), DType.F32, row_major(), lv)), target)
             for lv in (Level.GL, Level.L1)}
-    assert cost[Level.GL] == pytest.approx(cost[Level.L1] + target.costs.gl_line)
+    assert cost[Level.GL] == cost[Level.L1] + Features.of(gl_line=1)
 
 
 @pytest.mark.parametrize("text", ["matmul 1x2048x16384 a=f32 b=bf16:col c=f32", "matmul 1x2048x16384 a=bf16 b=bf16:col",
@@ -350,9 +353,10 @@ def test_gemv_weights_in_main_memory_are_read_one_column_at_a_time(text):
     b4 = impl.spec.op.b.tile((1, op.b.shape[1], 4))
     op4 = op.with_operands((op.a, b4, op.c.tile((1, 1, 4))))
     k = BY_NAME[kernel.name]
-    interleaved = k.cost(op4, target) - k.cost(op4.with_operands(
-        (op4.a, dataclasses.replace(b4, level=Level.L1), op4.c)), target)
-    assert interleaved == pytest.approx(b4.lines() * (target.costs.gl_line + target.costs.gl_interleaved))
+    in_memory = k.cost(op4, target)
+    viewed = k.cost(op4.with_operands((op4.a, dataclasses.replace(b4, level=Level.L1), op4.c)), target)
+    assert in_memory.get("gl_line") - viewed.get("gl_line") == b4.lines()
+    assert (in_memory.get("gl_interleaved"), viewed.get("gl_interleaved")) == (b4.lines(), 0)
     assert MoveOperand(1, Level.L1).view_streams(op4, b4) == 4
 
 
@@ -364,7 +368,7 @@ def test_gemv_weights_stored_k_by_n_are_read_in_page_long_row_runs(text):
     operands, which the caches keep after the first reads, pay nothing."""
     from morello_build.ir.impl import Loop
     from morello_build.ir.spec import Level, operand_tiles, parse_spec
-    from morello_build.synth.cost import short_runs_cost
+    from morello_build.synth.cost import short_runs
 
     target, k = TARGETS["avx512_bf16"], 2
     spec = parse_spec(text).to_spec(target.limits())
@@ -376,14 +380,14 @@ def test_gemv_weights_stored_k_by_n_are_read_in_page_long_row_runs(text):
         b = operand_tiles(loop.spec.op, loop.tile)[1]
         assert b.bytes >= b.runs() * target.costs.page_bytes, format_tree(impl)
 
-    op, run = spec.op, target.costs.gl_short_run
+    op = spec.op
     tile = operand_tiles(op, (1, 1, 2048, 256))
     columns = op.with_operands(tile)  # a 256-column tile of the weights, stepped one row at a time
-    assert short_runs_cost(columns, (1, 1, 1, 256), (k,), 2048, target) == 2048 * run
-    assert short_runs_cost(op, (1, 1, 2048, 256), (3,), 64, target) == 0  # stepping n continues the runs
-    assert short_runs_cost(columns, (1, 1, 8, 256), (k,), 256, target) == 256 * 8 * run
+    assert short_runs(columns, (1, 1, 1, 256), (k,), 2048, target) == 2048
+    assert short_runs(op, (1, 1, 2048, 256), (3,), 64, target) == 0  # stepping n continues the runs
+    assert short_runs(columns, (1, 1, 8, 256), (k,), 256, target) == 256 * 8
     gemm = parse_spec("matmul 6x2048x16384").to_spec(target.limits()).op
-    assert short_runs_cost(gemm, (1, 6, 1, 256), (k,), 2048, target) == 0  # B reused across m: cached
+    assert short_runs(gemm, (1, 6, 1, 256), (k,), 2048, target) == 0  # B reused across m: cached
 
 
 def test_bf16_output_in_memory_is_never_split_along_k():

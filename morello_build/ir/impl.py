@@ -1,5 +1,8 @@
 """Impl trees: the programs the search builds. Immutable; every node knows its cost and peak memory.
 
+Each node carries ``features``, the named counts of its own work (its children's excluded), and
+``cost``, derived from them and its children's costs by the one rule of synth/cost.py.
+
 - ``Kernel``: a catalog microkernel implementing its spec directly.
 - ``Loop``: tiles iteration dims; each region (main tiles, remainder strips) has its own body. A loop
   over k of a matmul that does not accumulate is *peeled*: its first tile overwrites C, the others add.
@@ -22,6 +25,7 @@ class Kernel:
     name: str
     cost: float
     peaks: Peaks = (0, 0, 0)
+    features: tuple = ()  # cost.Features of the node's own work
 
     @property
     def children(self) -> tuple:
@@ -51,6 +55,7 @@ class Loop:
     regions: tuple[Region, ...]
     cost: float
     peaks: Peaks
+    features: tuple = ()  # cost.Features of the node's own work
 
     @property
     def children(self) -> tuple:
@@ -85,6 +90,7 @@ class MoveImpl:
     store: object | None
     cost: float
     peaks: Peaks
+    features: tuple = ()  # cost.Features of the node's own work
 
     @property
     def children(self) -> tuple:
@@ -103,6 +109,7 @@ class Accum:
     body: object
     cost: float
     peaks: Peaks
+    features: tuple = ()  # cost.Features of the node's own work
 
     @property
     def children(self) -> tuple:
@@ -137,12 +144,17 @@ def add_peak(peaks: Peaks, level: Level, nbytes: int) -> Peaks:
     return tuple(p + (nbytes if j == i else 0) for j, p in enumerate(peaks))
 
 
-def format_tree(impl: Impl, indent: str = "  ") -> str:
-    """The chosen program as an indented tree, each node with its spec and cost."""
+def format_tree(impl: Impl, indent: str = "  ", features: bool = False, costs=None) -> str:
+    """The chosen program as an indented tree, each node with its spec and cost; with ``features``,
+    each node whose own work costs something gets a line with its feature counts under it (and their
+    price, the node's own cost, given the target's ``costs``)."""
     lines: list[str] = []
 
     def walk(node, level):
         lines.append(f"{indent * level}{node.label()}  [cost {node.cost:,.0f}]  {node.spec.describe()}")
+        if features and node.features:
+            own = f"  (own cost {node.features.dot(costs):,.1f})" if costs is not None else ""
+            lines.append(f"{indent * (level + 2)}features: {node.features.describe()}{own}")
         for child in node.children:
             walk(child, level + 1)
 

@@ -1,32 +1,251 @@
-"""The affine cost model for composite nodes; kernel costs come from the target's catalog."""
+"""The cost model, in one module: what a node costs, from the named features of its own work.
+
+Every Impl node carries ``features``: counts of its own work (not its children's), each named after a
+field of the target's ``CostTable``, which documents what one unit of it is (a 64-byte line from main
+memory, a vector FMA, a loop trip, ...). Kernels count their instructions and the lines they read
+(``target/kernels/``); a loop counts its trips, the output lines its parallel tasks share, the short
+runs it starts and the main-memory lines its later trips read from L2; a cache view counts the lines
+it brings in. Nothing else prices anything: a node's cost is derived here, by one rule (``combine``):
+
+    cost(node) = features(node) · costs  +  sum over children i of  weight_i × cost(child_i)
+
+``weight_i`` is how often child i runs on one core (``weights``): once for a move's load, body and
+store and for to_accum's zero and body; ``region.count`` times for a serial loop's bodies; and
+``region.count × share`` for a parallel loop, whose tiles are split over the cores, share =
+ceil(tiles / cores) / tiles (the busiest core's share). A parallel loop's per-trip features are scaled
+by the same share (``loop_features``).
+
+The model is ADDITIVE: memory traffic and compute are summed, they never overlap (a kernel's line
+reads add to its FMAs; a view's lines add to its body). A model where they overlap changes this rule,
+here. Its one non-linearity, FMA latency in outer-product kernels, is a feature of its own, decided
+from counts and the table (``fma_steps``). So the surcharges stack: a main-memory line that a dot
+kernel reads as one of several streams counts one ``gl_line`` and one ``gl_interleaved``, and the loop
+around it may count the run it starts (``gl_short_run``); ``l2_reuse_line`` refunds part of the
+``gl_line`` of lines that later trips find in L2.
+"""
 from __future__ import annotations
 
+from dataclasses import fields, replace
 from math import ceil
 
-from morello_build.ir.impl import Region
+from morello_build.ir.impl import Loop
 from morello_build.ir.spec import Level, TensorSpec, operand_tiles
+from morello_build.target import CostTable
+
+# Feature names, in a fixed order: the CostTable's prices (its float fields), then derived prices
+# (CostTable properties). An unknown name is an error (Features.of raises KeyError).
+FEATURES: tuple[str, ...] = tuple(f.name for f in fields(CostTable) if f.type == "float") + ("l2_reuse_line",)
+_RANK = {name: i for i, name in enumerate(FEATURES)}
 
 
-def loop_cost(regions: tuple[Region, ...], parallel: bool, target, unrolled: bool = False) -> float:
-    """Body cost times trips (remainders included), plus loop overhead unless codegen unrolls the loop;
-    parallel loops split tiles over the cores and pay for the output lines their tasks share."""
-    c = target.costs
-    tiles = sum(r.count for r in regions)
-    overhead = 0.0 if unrolled else c.loop_iter
-    work = sum(r.count * (r.body.cost + overhead) for r in regions)
+class Features(tuple):
+    """Named counts of one node's own work: an immutable tuple of (name, count) pairs in FEATURES order,
+    zeros left out (cheap: the search builds one per node). ``a + b`` adds counts, ``a * s`` scales
+    them, ``a.dot(costs)`` prices them. Counts are fractional in a parallel loop (its per-core share)."""
+
+    __slots__ = ()
+
+    @staticmethod
+    def of(**counts: float) -> Features:
+        return Features((n, counts[n]) for n in sorted(counts, key=_RANK.__getitem__) if counts[n])
+
+    def __add__(self, other: Features) -> Features:
+        if not other:
+            return self
+        if not self:
+            return other
+        total = dict(self)
+        for name, c in other:
+            total[name] = total.get(name, 0) + c
+        return Features.of(**total)
+
+    def __radd__(self, other) -> Features:  # sum() starts from 0
+        return self if other == 0 else NotImplemented
+
+    def __mul__(self, s: float) -> Features:
+        return Features((n, c * s) for n, c in self) if s else NONE
+
+    __rmul__ = __mul__
+
+    def get(self, name: str) -> float:
+        """The count of one feature (0 when absent)."""
+        _RANK[name]  # a typo is a KeyError, not a silent 0
+        return next((c for n, c in self if n == name), 0)
+
+    @staticmethod
+    def ordered(*pairs: tuple[str, float]) -> Features:
+        """From (name, count) pairs already in FEATURES order (the hot paths' cheaper ``of``)."""
+        return Features(p for p in pairs if p[1])
+
+    def dot(self, costs: CostTable) -> float:
+        """The price of these counts: sum of count × the table's price of one unit."""
+        total = 0.0
+        for n, c in self:
+            total += c * getattr(costs, n)
+        return total
+
+    def describe(self) -> str:
+        return ", ".join(f"{n} {_number(c)}" for n, c in self) or "none"
+
+    def __repr__(self) -> str:
+        return f"Features.of({', '.join(f'{n}={c!r}' for n, c in self)})"
+
+
+NONE = Features()
+
+
+def _number(c: float) -> str:
+    return f"{int(c):,}" if c == int(c) else f"{c:,.3f}".rstrip("0")
+
+
+# -- the rule --------------------------------------------------------------------------------------
+def combine(own_price: float, children, weights) -> float:
+    """THE combination rule (see the module docstring): the node's own features priced
+    (``features.dot(costs)``, computed once per plan), plus each child's cost times how often it runs
+    per core. Additive: memory and compute do not overlap."""
+    total = 0.0
+    for w, c in zip(weights, children):
+        total += w * c.cost
+    return own_price + total
+
+
+def per_core_share(tiles: int, cores: int) -> float:
+    """The share of a parallel loop's tiles that the busiest core runs."""
+    return ceil(tiles / min(cores, tiles)) / tiles
+
+
+def loop_weights(counts: tuple[int, ...], parallel: bool, cores: int) -> tuple[float, ...]:
+    """How often each region's body runs per core: all its tiles, or a core's share of them."""
     if not parallel:
-        return work
-    work += sum(r.count * shared_output_cost(r.body.spec, target) for r in regions)
-    per_core_tiles = ceil(tiles / min(target.cores, tiles))
-    return work * per_core_tiles / tiles + c.parallel_setup
+        return counts
+    share = per_core_share(sum(counts), cores)
+    return tuple(n * share for n in counts)
 
 
-def shared_output_cost(spec, target) -> float:
-    """A parallel task's output tile in main memory: each strided run (a row part of a wider row) has
-    edges on lines that other tasks write, so tasks should own whole rows where they can."""
+def weights(node, target) -> tuple[float, ...]:
+    """How often each of ``node``'s children runs per core (the rule's weights)."""
+    if isinstance(node, Loop):
+        return loop_weights(tuple(r.count for r in node.regions), node.parallel, target.cores)
+    return (1,) * len(node.children)
+
+
+def recost(node, target):
+    """``node`` with its cost derived again from its features and children (after a child changed)."""
+    return replace(node, cost=combine(node.features.dot(target.costs), node.children, weights(node, target)))
+
+
+def fma_steps(fmas: int, costs: CostTable) -> Features:
+    """One step of an outer-product kernel: ``fmas`` independent vector FMAs, one per accumulator. Each
+    accumulator is updated once per step, so with few of them FMA latency binds, not throughput: the
+    step costs max(fmas × vec_fma, fma_latency), counted as ``vec_fma fmas`` or as ``fma_latency 1``,
+    whichever the table makes dearer (the model's one non-linearity)."""
+    if fmas * costs.vec_fma >= costs.fma_latency:
+        return Features.of(vec_fma=fmas)
+    return Features.of(fma_latency=1)
+
+
+# -- loops -----------------------------------------------------------------------------------------
+def loop_features(op, bodies, counts, dims, tile, parallel: bool, unrolled: bool, target) -> Features:
+    """A loop's own work: one ``loop_iter`` per trip unless codegen unrolls it, the short runs it
+    starts (``gl_short_run``); serial loops save ``l2_reuse_line`` (lines later trips read from L2);
+    parallel loops pay their share of the output lines their tasks share (``shared_line``) and
+    their per-trip work at the busiest core's share, plus one ``parallel_setup``. ``bodies`` are the
+    regions' specs, ``counts`` their tile counts. (Short runs are counted for all trips, also in a
+    parallel loop: the model has always done so.)"""
+    trips = sum(counts)
+    loop_iter = 0 if unrolled else trips
+    runs = short_runs(op, tile, dims, trips, target)
+    if parallel:
+        shared = sum(n * shared_lines(s) for n, s in zip(counts, bodies))
+        per_trip = Features.of(loop_iter=loop_iter, shared_line=shared) * per_core_share(trips, target.cores)
+        return per_trip + Features.of(parallel_setup=1, gl_short_run=runs)
+    reuse = l2_reuse_lines(bodies[0], dims, trips, target)
+    return Features.ordered(("gl_short_run", runs), ("loop_iter", loop_iter), ("l2_reuse_line", reuse))
+
+
+def shared_lines(spec) -> int:
+    """``shared_line`` of a parallel task's output tile in main memory: each strided run (a row part of
+    a wider row) has edges on lines that other tasks write, so tasks should own whole rows where they can."""
     op = spec.op
-    runs = sum(op.operands[i].runs() for i in op.outputs if op.operands[i].level == Level.GL)
-    return runs * target.costs.shared_line
+    return sum(op.operands[i].runs() for i in op.outputs if op.operands[i].level == Level.GL)
+
+
+def l2_reuse_lines(body, dims, trips: int, target) -> int:
+    """``l2_reuse_line``: a serial loop whose body's main-memory operands fit in L2 together: those the
+    loop does not index (A over a loop on n, C over a split of k) are read from L2 on every trip after
+    the first. Bodies count their operands' lines as main-memory lines; this counts the lines that the
+    later trips read from L2 instead. Without it the model cannot prefer blockings that keep a block
+    of A in L2 (it has no L2 level). Operands whose runs evict each other from L2 (``l2_evicts``) save
+    nothing."""
+    op = body.op
+    gl = [(i, t) for i, t in enumerate(op.operands) if t.level == Level.GL]
+    if trips < 2 or sum(t.bytes for _, t in gl) > target.l2_bytes:
+        return 0
+    invariant = sum(
+        t.lines() for i, t in gl
+        if not any(d in dims for d in op.operand_iter_dims[i]) and not l2_evicts(t, target)
+    )
+    return (trips - 1) * invariant
+
+
+def short_runs(op, tile: tuple[int, ...], dims: tuple[int, ...], trips: int, target) -> int:
+    """``gl_short_run``: runs of main-memory inputs read once (a GEMV's weights) that a loop over ``dims``
+    starts afresh: the loop steps the input along a dim other than its fastest one, so every trip reads
+    new runs, and those shorter than a page each count (stepping the fastest dim continues the previous
+    trip's runs). Inputs the op reuses (GEMM operands) come from the caches after their first reads;
+    loops of moves count none, since the matmul loops that place their tiles were charged."""
+    if op.kind != "matmul":
+        return 0
+    runs = 0
+    for i, (t, idims) in enumerate(zip(op.operands, op.operand_iter_dims)):
+        reused = any(e > 1 for j, e in enumerate(op.iter_shape) if j not in idims)
+        if i in op.outputs or reused or t.level != Level.GL or t.runs() == 1:
+            continue
+        stepped = {p for p, j in enumerate(idims) if j in dims}
+        if not stepped or stepped == {t.layout.digits[-1].dim}:
+            continue
+        body = operand_tiles(op, tile)[i]  # only here: most loops count nothing, and plan() is hot
+        if body.bytes < body.runs() * target.costs.page_bytes:
+            runs += trips * body.runs()
+    return runs
+
+
+# -- memory: cache views, stride classes -----------------------------------------------------------
+_LINE_FROM = {Level.GL: "gl_line", Level.L2: "l2_line"}  # else: l1_line
+_STREAM_FROM = {Level.GL: "gl_line", Level.L2: "l2_stream"}  # else: nothing (already in L1)
+
+
+def lines_from(t: TensorSpec) -> Features:
+    """Bringing a tile's lines into L1 once (a cache view, a copy's source) from its level."""
+    return Features.of(**{_LINE_FROM.get(t.level, "l1_line"): t.lines()})
+
+
+def lines_read(t: TensorSpec) -> Features:
+    """Lines a kernel's loads read straight from ``t``'s level: main-memory lines, or lines the
+    prefetchers stream from an L2 view (``l2_stream``); L1 lines cost only the loads themselves."""
+    name = _STREAM_FROM.get(t.level)
+    return Features.of(**{name: t.lines()}) if name else NONE
+
+
+def streams_read(t: TensorSpec, streams: int) -> Features:
+    """Lines of a tile read as ``streams`` interleaved sequential streams (the B columns of a dot kernel)."""
+    return lines_read(t) + Features.of(gl_interleaved=interleaved_lines(t, streams))
+
+
+def interleaved_lines(t: TensorSpec, streams: int) -> int:
+    """``gl_interleaved``: main-memory lines read as one of several interleaved sequential streams: the
+    hardware prefetchers keep up with one stream, not with several."""
+    return t.lines() if streams > 1 and t.level == Level.GL else 0
+
+
+def view_features(operand: TensorSpec, streams: int = 1) -> Features:
+    """A cache view: bringing a tile's lines from main memory (or L2) once, so that the body reads it
+    from the cache. A view copies nothing: the body's first reads bring the lines, as ``streams``
+    interleaved streams."""
+    lines = operand.lines()
+    if streams > 1 and operand.level == Level.GL:
+        return Features.ordered(("gl_line", lines), ("gl_interleaved", lines))  # as interleaved_lines
+    return Features.ordered((_LINE_FROM.get(operand.level, "l1_line"), lines))
 
 
 def runs_per_set(t: TensorSpec, cache_bytes: int, ways: int) -> int:
@@ -52,60 +271,10 @@ def view_footprint(t: TensorSpec, target) -> int:
     return max(t.bytes, runs_per_set(t, target.l1_bytes, target.l1_ways) * (target.l1_bytes // target.l1_ways))
 
 
-def l2_reuse_credit(body, dims, trips: int, target) -> float:
-    """A serial loop whose body's main-memory operands fit in L2 together: those the loop does not index
-    (A over a loop on n, C over a split of k) are read from L2 on every trip after the first. Bodies
-    cost their operands' lines at main-memory price; this is what the later trips save. Without it the
-    model cannot prefer blockings that keep a block of A in L2 (it has no L2 level)."""
-    op, c = body.op, target.costs
-    gl = [(i, t) for i, t in enumerate(op.operands) if t.level == Level.GL]
-    if trips < 2 or sum(t.bytes for _, t in gl) > target.l2_bytes:
-        return 0.0
-    invariant = sum(
-        t.lines() for i, t in gl
-        if not any(d in dims for d in op.operand_iter_dims[i]) and not l2_evicts(t, target)
-    )
-    return (trips - 1) * invariant * (c.gl_line - c.l2_line)
-
-
 def l2_evicts(t: TensorSpec, target) -> bool:
     """A tile whose runs take more than half the ways of an L2 set (a stride class) does not stay in L2:
     the other operands need the rest."""
     return t.alias > 0 and runs_per_set(t, target.l2_bytes, target.l2_ways) > target.l2_ways // 2
-
-
-def view_cost(operand: TensorSpec, target, streams: int = 1) -> float:
-    """Bringing a tile's lines from main memory (or L2) once, so that the body reads it from the cache.
-    A view copies nothing: the body's first reads bring the lines, as ``streams`` interleaved streams."""
-    return operand.lines() * target.costs.line_from(operand.level) + interleaving_cost(operand, streams, target)
-
-
-def interleaving_cost(t: TensorSpec, streams: int, target) -> float:
-    """What reading a main-memory tile as several interleaved sequential streams costs beyond its lines:
-    the hardware prefetchers keep up with one stream, not with several (CostTable.gl_interleaved)."""
-    return t.lines() * target.costs.gl_interleaved if streams > 1 and t.level == Level.GL else 0.0
-
-
-def short_runs_cost(op, tile: tuple[int, ...], dims: tuple[int, ...], trips: int, target) -> float:
-    """Runs of main-memory inputs read once (a GEMV's weights) that a loop over ``dims`` starts afresh: the
-    loop steps the input along a dim other than its fastest one, so every trip reads new runs, and those
-    shorter than a page each pay gl_short_run (stepping the fastest dim continues the previous trip's
-    runs). Inputs the op reuses (GEMM operands) come from the caches after their first reads; loops of
-    moves pay nothing, since the matmul loops that place their tiles were charged."""
-    if op.kind != "matmul":
-        return 0.0
-    cost = 0.0
-    for i, (t, idims) in enumerate(zip(op.operands, op.operand_iter_dims)):
-        reused = any(e > 1 for j, e in enumerate(op.iter_shape) if j not in idims)
-        if i in op.outputs or reused or t.level != Level.GL or t.runs() == 1:
-            continue
-        stepped = {p for p, j in enumerate(idims) if j in dims}
-        if not stepped or stepped == {t.layout.digits[-1].dim}:
-            continue
-        body = operand_tiles(op, tile)[i]  # only here: most loops charge nothing, and plan() is hot
-        if body.bytes < body.runs() * target.costs.page_bytes:
-            cost += trips * body.runs() * target.costs.gl_short_run
-    return cost
 
 
 def fits_l2(t: TensorSpec, target) -> bool:
@@ -115,6 +284,7 @@ def fits_l2(t: TensorSpec, target) -> bool:
     return t.bytes <= target.l2_block_bytes
 
 
+# -- search ----------------------------------------------------------------------------------------
 def better(x, y) -> bool:
     """Total order on solutions: cost, then peak memory (fast levels first), then tree depth.
     (Equal keys keep the earlier action, so the search is deterministic.)"""
@@ -127,9 +297,11 @@ def better(x, y) -> bool:
 
 
 def lower_bound(spec, target) -> float:
-    """A cost no program for ``spec`` can beat: every GL input line is read at least once, and every
-    multiply-add takes at least the cheapest kernel's share of an FMA (vdpbf16ps: two per lane)."""
-    from morello_build.ir.spec import DType, Level
+    """A cost no program for ``spec`` can beat: every GL input line is read at least once (gl_line), and
+    every multiply-add takes at least the cheapest kernel's share of a vec_fma (vdpbf16ps: two per
+    lane). Every feature's price is positive except l2_reuse_line, which only refunds part of a
+    gl_line counted in a body, so the bound holds. (Priced directly: it is computed for every plan.)"""
+    from morello_build.ir.spec import DType
 
     op, c = spec.op, target.costs
     inputs = [t for i, t in enumerate(op.operands) if i not in op.outputs]

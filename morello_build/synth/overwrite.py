@@ -4,7 +4,8 @@ A loop over k of a matmul that does not accumulate is *peeled*: its first slice 
 others add to it. Rather than search the overwriting slice as a spec of its own (which doubles the
 search), it is derived from the accumulating slice's program: where that program loads C into
 registers, the overwriting one zeroes the registers instead, and an inner loop over k is peeled in
-turn. Costs stay those of the affine model: the derived program saves the loads it drops.
+turn. The derived nodes keep their own features, and their costs are derived again by the one rule
+(cost.recost): the derived program saves the loads it drops.
 """
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from dataclasses import replace
 
 from morello_build.ir.impl import Accum, Kernel, Loop, MoveImpl, Region
 from morello_build.ir.spec import Spec, Zero, canonicalize
+from morello_build.synth.cost import NONE, recost
 
 
 def overwriting(impl, target):
@@ -44,7 +46,7 @@ def _peel_first_slice(loop: Loop, spec: Spec, target):
         return None
     later = (replace(main, count=main.count - 1, start=1),) if main.count > 1 else ()
     regions = (Region(main.remainder, 1, main.shape, first),) + later + rest
-    return replace(loop, spec=spec, regions=regions, cost=loop.cost - (main.body.cost - first.cost))
+    return recost(replace(loop, spec=spec, regions=regions), target)
 
 
 def _loop(loop: Loop, target):
@@ -57,8 +59,7 @@ def _loop(loop: Loop, target):
     if any(b is None for b in bodies):
         return None
     regions = tuple(replace(r, body=b) for r, b in zip(loop.regions, bodies))
-    saving = sum(r.count * (r.body.cost - b.cost) for r, b in zip(loop.regions, bodies))
-    return replace(loop, spec=_overwrite_spec(loop.spec), regions=regions, cost=loop.cost - saving)
+    return recost(replace(loop, spec=_overwrite_spec(loop.spec), regions=regions), target)
 
 
 def _move(move: MoveImpl, target):
@@ -67,16 +68,15 @@ def _move(move: MoveImpl, target):
         body = overwriting(move.body, target)
         if body is None:
             return None
-        return replace(move, spec=_overwrite_spec(move.spec), body=body, cost=move.cost - (move.body.cost - body.cost))
+        return recost(replace(move, spec=_overwrite_spec(move.spec), body=body), target)
     if not move.buffer.level.is_register:
         return None
     zero = _zero_registers(move.body.spec, target)
     if zero is None:
         return None
     inner = move.body
-    body = Accum(_overwrite_spec(inner.spec), zero, inner, zero.cost + inner.cost, inner.peaks)
-    saving = (move.load.cost if move.load is not None else 0.0) - zero.cost
-    return replace(move, spec=_overwrite_spec(move.spec), load=None, body=body, cost=move.cost - saving)
+    body = recost(Accum(_overwrite_spec(inner.spec), zero, inner, 0.0, inner.peaks, NONE), target)
+    return recost(replace(move, spec=_overwrite_spec(move.spec), load=None, body=body), target)
 
 
 def _zero_registers(spec: Spec, target):
@@ -86,5 +86,5 @@ def _zero_registers(spec: Spec, target):
     zspec = canonicalize(Spec(Zero(spec.op.c, serial=spec.op.serial), spec.limits))
     for k in target.kernels():
         if k.kind == "zero" and k.applies(zspec.op, target):
-            return Kernel(zspec, k.name, k.cost(zspec.op, target))
+            return recost(Kernel(zspec, k.name, 0.0, features=k.cost(zspec.op, target)), target)
     return None

@@ -28,6 +28,7 @@ class Search:
         self.visited = 0
         self._progress = progress
         self._store = store  # optional persistent memo: get(spec, search) / put(spec, impl, action)
+        self._bounds: dict[object, float] = {}
 
     def best(self, spec: Spec):
         """The best Impl for ``spec``, or None if nothing fits its limits."""
@@ -70,7 +71,13 @@ class Search:
         return sum(len(v) for v in self.memo.values())
 
     def bound(self, spec: Spec) -> float:
-        return lower_bound(spec, self.target) if self.prune else 0.0
+        """cost.lower_bound, once per op (it does not depend on the limits)."""
+        if not self.prune:
+            return 0.0
+        b = self._bounds.get(spec.op)
+        if b is None:
+            b = self._bounds[spec.op] = lower_bound(spec, self.target)
+        return b
 
     def apply(self, spec: Spec, action, bodies: dict[int, Callable] | None = None, budget=None):
         """Apply one action; its sub-specs are synthesized unless ``bodies`` gives a builder for them.
@@ -92,7 +99,7 @@ class Search:
             children.append(child)
             if budget is not None and self.prune and i + 1 < len(plan.subspecs):
                 partial = Plan(plan.subspecs[i + 1:], plan.build, plan.weights and plan.weights[i + 1:],
-                               plan.credit)
+                               plan.own_cost)
                 done = sum(w * c.cost for w, c in zip(plan.weights or (1.0,) * len(children), children))
                 if done + partial.lower_bound(self.bound) > budget:
                     return None

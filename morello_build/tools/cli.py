@@ -64,7 +64,7 @@ def cmd_explain(args) -> int:
     t0 = time.monotonic()
     user, target, impl, search = _synthesize(args, header=False)
     print(f"# {user}  (target {target.isa}, {search.visited:,} specs visited, {time.monotonic() - t0:.2f} s)")
-    print(format_tree(impl))
+    print(format_tree(impl, features=args.features, costs=target.costs))
     return 0
 
 
@@ -125,6 +125,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_synth)
     e = sub.add_parser("explain", help="print the chosen program with the cost of every node")
     _add_synth_options(e, header=False)
+    e.add_argument("--features", action="store_true",
+                   help="under each node, the feature counts behind its own cost (synth/cost.py)")
     e.set_defaults(func=cmd_explain)
     c = sub.add_parser("check-spec", help="validate a spec string and print its canonical form")
     c.add_argument("spec")

@@ -6,7 +6,9 @@ from typing import ClassVar
 
 from morello_build.ir.impl import Accum, Kernel, max_peaks
 from morello_build.ir.spec import Matmul, Spec, Zero, canonicalize
+from morello_build.synth import cost as costmodel
 from morello_build.synth.actions.plan import Plan, Refusal
+from morello_build.synth.cost import NONE
 from morello_build.target.kernels import BY_NAME
 
 NOT_MATMUL = Refusal("not-matmul", "only a matmul accumulates, not a {}")
@@ -36,7 +38,8 @@ class ToAccum:
 
         def build(impls):
             z, b = impls
-            return Accum(spec, z, b, z.cost + b.cost, max_peaks(z.peaks, b.peaks))
+            cost = costmodel.combine(0.0, impls, (1, 1))  # no work of its own
+            return Accum(spec, z, b, cost, max_peaks(z.peaks, b.peaks), NONE)
 
         return Plan((zero, body), build)
 
@@ -68,7 +71,9 @@ class Select:
             return LACKS_FEATURES(k.name, ", ".join(missing), target.isa)
         if not k.applies(spec.op, target):
             return _DOES_NOT_FIT[k.name]
-        return Plan((), lambda _: Kernel(spec, k.name, k.cost(spec.op, target)))
+        own = k.cost(spec.op, target)
+        cost = costmodel.combine(own.dot(target.costs), (), ())
+        return Plan((), lambda _: Kernel(spec, k.name, cost, features=own), own_cost=cost)
 
     # -- serialization (DB decisions): K:<kernel name> ----------------------------------------------
     def encode(self, op) -> str:

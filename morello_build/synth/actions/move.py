@@ -138,18 +138,19 @@ class MoveOperand:
             if is_output:
                 store = canonicalize(Spec(Move(buf, t, serial=op.serial), limits))
         subspecs = tuple(s for s in (load, inner, store) if s is not None)
+        own = costmodel.view_features(t, self.view_streams(op, t)) if view else costmodel.NONE
+        price, ones = own.dot(target.costs), (1,) * len(subspecs)
 
         def build(impls):
             it = iter(impls)
             li = next(it) if load else None
             body = next(it)
             si = next(it) if store else None
-            parts = [x for x in (li, body, si) if x is not None]
-            c = sum(p.cost for p in parts) + (costmodel.view_cost(t, target, self.view_streams(op, t)) if view else 0.0)
-            peaks = add_peak(max_peaks(*(p.peaks for p in parts)), self.level, nbytes)
-            return MoveImpl(spec, i, buf, view, li, body, si, c, peaks)
+            c = costmodel.combine(price, impls, ones)
+            peaks = add_peak(max_peaks(*(p.peaks for p in impls)), self.level, nbytes)
+            return MoveImpl(spec, i, buf, view, li, body, si, c, peaks, own)
 
-        return Plan(subspecs, build)
+        return Plan(subspecs, build, own_cost=price)
 
 
 

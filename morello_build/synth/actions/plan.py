@@ -15,11 +15,11 @@ class Plan:
     subspecs: tuple[Spec, ...]
     build: Callable[[tuple], object]
     weights: tuple[float, ...] | None = None  # how often each sub-spec runs (per core), for bounds
-    credit: float = 0.0  # what the node's cost subtracts from its children's (L2 reuse), for bounds
+    own_cost: float = 0.0  # the node's own features priced (cost.combine adds its children's), for bounds
 
     def lower_bound(self, bound: Callable[[Spec], float]) -> float:
         weights = self.weights or (1.0,) * len(self.subspecs)
-        return sum(w * bound(s) for w, s in zip(weights, self.subspecs)) - self.credit
+        return sum(w * bound(s) for w, s in zip(weights, self.subspecs)) + self.own_cost
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from math import ceil
 from typing import ClassVar
 
 from morello_build.ir.impl import Loop, Region, max_peaks
@@ -79,18 +78,19 @@ class Tile:
             canonicalize(Spec(tile_op(op, shape, accum=peel), spec.limits)) for _, _, shape in regions
         )
 
-        tiles = sum(r[1] for r in regions)
-        reuse = 0.0 if self.parallel else costmodel.l2_reuse_credit(subspecs[0], dims, tiles, target)
-        runs = costmodel.short_runs_cost(op, self.tile, dims, tiles, target)
+        counts = tuple(r[1] for r in regions)
+        own = costmodel.loop_features(op, subspecs, counts, dims, self.tile, self.parallel,
+                                      indexes_registers(op, dims), target)
+        weights = costmodel.loop_weights(counts, self.parallel, target.cores)
+        price = own.dot(target.costs)
 
         def build(bodies):
             regs = tuple(Region(rem, n, shape, b) for (rem, n, shape), b in zip(regions, bodies))
-            c = costmodel.loop_cost(regs, self.parallel, target, unrolled=indexes_registers(op, dims)) - reuse + runs
-            loop = Loop(spec, dims, self.tile, self.parallel, regs, c, max_peaks(*(b.peaks for b in bodies)))
+            c = costmodel.combine(price, bodies, weights)
+            loop = Loop(spec, dims, self.tile, self.parallel, regs, c, max_peaks(*(b.peaks for b in bodies)), own)
             return overwriting_loop(loop, target) if peel else loop
 
-        share = ceil(tiles / min(target.cores, tiles)) / tiles if self.parallel else 1.0
-        return Plan(subspecs, build, tuple(r[1] * share for r in regions), reuse)
+        return Plan(subspecs, build, weights, price)
 
 
 

@@ -6,10 +6,8 @@ from math import ceil
 from typing import Callable
 
 from morello_build.ir.spec import DType, Level, TensorSpec
-from morello_build.synth.cost import interleaving_cost
 
 F32, BF16 = DType.F32, DType.BF16
-MEMORY = (Level.GL, Level.L2, Level.L1)
 
 
 @dataclass(frozen=True)
@@ -21,7 +19,7 @@ class KernelDef:
     vector: bool  # needs vector registers (any target with lanes > 0)
     features: frozenset[str]  # ISA features it needs beyond that (e.g. avx512bf16)
     applies: Callable  # (op, target) -> bool
-    cost: Callable  # (op, target) -> float
+    cost: Callable  # (op, target) -> cost.Features: the counts its cost is made of (cost.py prices them)
     emit: Callable  # (lowerer, node, bindings) -> None: appends its C++ statements
     doc: str
     vector_regs: Callable = lambda op, target: 0  # (op, target) -> vector registers it occupies
@@ -41,17 +39,6 @@ def registers(t: TensorSpec, target) -> int:
     """Vector registers a VRF tile occupies: one per row segment of at most W lanes."""
     b, m, n = t.shape
     return b * m * ceil(n / target.lanes)
-
-
-def memory_read(t: TensorSpec, target) -> float:
-    """Line traffic charged when a kernel reads a tile straight from memory."""
-    c = target.costs
-    return t.lines() * {Level.GL: c.gl_line, Level.L2: c.l2_stream}.get(t.level, 0.0)
-
-
-def streams_read(t: TensorSpec, streams: int, target) -> float:
-    """Line traffic of a tile that a kernel reads as ``streams`` interleaved sequential streams."""
-    return memory_read(t, target) + interleaving_cost(t, streams, target)
 
 
 def single_run_dim(t: TensorSpec) -> int:

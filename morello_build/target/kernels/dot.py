@@ -10,15 +10,13 @@ import itertools
 from math import ceil
 
 from morello_build.ir.spec import Level
+from morello_build.synth.cost import Features, lines_read, streams_read
 from morello_build.target.kernels.common import (
     BF16,
     F32,
-    MEMORY,
     KernelDef,
     columns_unit_stride,
     interleaved_for,
-    memory_read,
-    streams_read,
 )
 
 
@@ -27,13 +25,13 @@ def _dot_shape(op, target, max_cols: int) -> bool:
     return (
         b == 1 and m == 1 and n <= max_cols and op.accum and target.lanes >= 8
         and op.c.level == Level.RF and op.c.dtype == F32
-        and op.a.level in MEMORY and op.b.level in MEMORY
+        and op.a.level.is_memory and op.b.level.is_memory
         and columns_unit_stride(op.b)
     )
 
 
 def _max_dot_cols(target, accumulators_per_col):
-    # At most 4 B columns at once (B in main memory pays for interleaved streams, see streams_read; with
+    # At most 4 B columns at once (B in main memory pays for interleaved streams, see cost.streams_read; with
     # K*2 = 4 KiB rows on Zen 5: 10.5 GB/s with 8 columns, 22.6 GB/s with 4).
     return max(1, min(4, (target.vector_regs - 4) // accumulators_per_col))
 
@@ -100,12 +98,11 @@ def _f32_applies(op, target):
 
 
 def _f32_cost(op, target):
-    c = target.costs
     _, _, k, n = op.iter_shape
     steps = ceil(k / target.lanes)
     return (
-        steps * (n * c.vec_fma + (n + 1) * c.vec_load)
-        + n * c.hsum + memory_read(op.a, target) + streams_read(op.b, n, target)
+        Features.of(vec_fma=steps * n, vec_load=steps * (n + 1), hsum=n)
+        + lines_read(op.a) + streams_read(op.b, n)
     )
 
 
@@ -143,12 +140,11 @@ def _widen_applies(op, target):
 
 
 def _widen_cost(op, target):
-    c = target.costs
     _, _, k, n = op.iter_shape
     steps = ceil(k / (2 * target.lanes))
     return (
-        steps * (2 * c.vec_load + n * (c.vec_load + 2 * c.vec_op + 2 * c.vec_fma))
-        + n * (c.hsum + c.vec_op) + memory_read(op.a, target) + streams_read(op.b, n, target)
+        Features.of(vec_load=steps * (2 + n), vec_op=steps * n * 2 + n, vec_fma=steps * n * 2, hsum=n)
+        + lines_read(op.a) + streams_read(op.b, n)
     )
 
 
@@ -220,12 +216,11 @@ def _dp_applies(op, target):
 
 
 def _dp_cost(op, target):
-    c = target.costs
     _, _, k, n = op.iter_shape
     steps = ceil(k / (2 * target.lanes))
     return (
-        steps * (c.vec_load + n * (c.vec_load + c.vec_fma))
-        + n * c.hsum + memory_read(op.a, target) + streams_read(op.b, n, target)
+        Features.of(vec_load=steps * (1 + n), vec_fma=steps * n, hsum=n)
+        + lines_read(op.a) + streams_read(op.b, n)
     )
 
 

@@ -2,15 +2,14 @@
 from __future__ import annotations
 
 from morello_build.ir.spec import Level, TensorSpec
+from morello_build.synth.cost import Features, lines_from, lines_read
 from morello_build.target.kernels.common import (
     BF16,
     F32,
-    MEMORY,
     KernelDef,
     dim_order,
     in_vrf,
     loop_nest,
-    memory_read,
     single_run_dim,
 )
 
@@ -25,25 +24,23 @@ def _vector_move_shape(mem: TensorSpec, reg: TensorSpec, target) -> bool:
 
 
 def _vload_applies(op, target):
-    return op.src.level in MEMORY and _vector_move_shape(op.src, op.dst, target)
+    return op.src.level.is_memory and _vector_move_shape(op.src, op.dst, target)
 
 
 def _vload_cost(op, target):
-    c = target.costs
-    widen = c.vec_op if op.src.dtype == BF16 else 0.0
-    return c.vec_load + widen + memory_read(op.src, target)
+    widen = 1 if op.src.dtype == BF16 else 0
+    return Features.of(vec_load=1, vec_op=widen) + lines_read(op.src)
 
 
 def _vstore_applies(op, target):
-    return op.dst.level in MEMORY and _vector_move_shape(op.dst, op.src, target)
+    return op.dst.level.is_memory and _vector_move_shape(op.dst, op.src, target)
 
 
 def _vstore_cost(op, target):
     """A store into main memory dirties its lines, which are written back: C tiles stored once per k slice
     cost that traffic every slice (1024^3: k slices of 512 instead of 256 ran 13.7 ms instead of 14.2)."""
-    c = target.costs
-    writeback = op.dst.lines() * c.gl_line if op.dst.level == Level.GL else 0.0
-    return c.vec_store + (2 * c.vec_op if op.dst.dtype == BF16 else 0.0) + writeback
+    writeback = op.dst.lines() if op.dst.level == Level.GL else 0
+    return Features.of(vec_store=1, vec_op=2 if op.dst.dtype == BF16 else 0, gl_line=writeback)
 
 
 def _vector_groups(lw, mem, regb, shape):
@@ -90,15 +87,15 @@ VSTORE = KernelDef("vstore", "move", True, frozenset(), _vstore_applies, _vstore
 
 # -- scalar_load / scalar_store: one element ------------------------------------------------------------
 def _scalar_load_applies(op, target):
-    return op.iter_shape == (1, 1, 1) and op.src.level in MEMORY and op.dst.level == Level.RF and op.dst.dtype == F32
+    return op.iter_shape == (1, 1, 1) and op.src.level.is_memory and op.dst.level == Level.RF and op.dst.dtype == F32
 
 
 def _scalar_store_applies(op, target):
-    return op.iter_shape == (1, 1, 1) and op.src.level == Level.RF and op.dst.level in MEMORY
+    return op.iter_shape == (1, 1, 1) and op.src.level == Level.RF and op.dst.level.is_memory
 
 
 def _scalar_move_cost(op, target):
-    return target.costs.scalar_op + memory_read(op.src, target) if op.src.level in MEMORY else target.costs.scalar_op
+    return Features.of(scalar_op=1) + lines_read(op.src)  # a register source reads no lines
 
 
 def _scalar_move_emit(lw, node, binds) -> None:
@@ -115,13 +112,12 @@ SCALAR_STORE = KernelDef("scalar_store", "move", False, frozenset(), _scalar_sto
 
 # -- copy: a packing copy into an L1 buffer or a scratch block -----------------------------------------
 def _copy_applies(op, target):
-    return op.src.level in MEMORY and op.dst.level in MEMORY
+    return op.src.level.is_memory and op.dst.level.is_memory
 
 
 def _copy_cost(op, target):
-    c = target.costs
-    spill = op.dst.lines() * c.l2_line if op.dst.level == Level.GL else 0.0  # a scratch block leaves L1
-    return op.src.volume * c.copy_elem + op.src.lines() * c.line_from(op.src.level) + spill
+    spill = op.dst.lines() if op.dst.level == Level.GL else 0  # a scratch block's lines leave L1
+    return Features.of(copy_elem=op.src.volume) + lines_from(op.src) + Features.of(l2_line=spill)
 
 
 def _digit_nest(lw, layout, shape, src_order):

@@ -4,11 +4,11 @@ from __future__ import annotations
 from math import ceil
 
 from morello_build.ir.spec import Level
+from morello_build.synth.cost import Features, fma_steps, lines_read
 from morello_build.target.kernels.common import (
     F32,
     KernelDef,
     in_vrf,
-    memory_read,
     registers,
 )
 
@@ -27,7 +27,7 @@ def _mac_emit(lw, node, binds) -> None:
 
 
 MAC_SCALAR = KernelDef(
-    "mac_scalar", "matmul", False, frozenset(), _mac_applies, lambda op, t: t.costs.scalar_op, _mac_emit,
+    "mac_scalar", "matmul", False, frozenset(), _mac_applies, lambda op, t: Features.of(scalar_op=1), _mac_emit,
     "c += a * b on scalar registers",
 )
 
@@ -50,12 +50,10 @@ def _fma_outer_applies(op, target):
 
 
 def _fma_outer_cost(op, target):
-    c = target.costs
     _, m, _, n = op.iter_shape
-    bcast = c.vec_op if op.a.level == Level.RF else c.vec_load
+    bcast = Features.of(vec_op=m) if op.a.level == Level.RF else Features.of(vec_load=m)
     # Each accumulator is updated once per step: with few of them, FMA latency, not throughput, binds.
-    fmas = max(m * ceil(n / target.lanes) * c.vec_fma, c.fma_latency)
-    return fmas + m * bcast + memory_read(op.a, target)
+    return fma_steps(m * ceil(n / target.lanes), target.costs) + bcast + lines_read(op.a)
 
 
 def _fma_outer_emit(lw, node, binds) -> None:

@@ -4,9 +4,9 @@ from __future__ import annotations
 import itertools
 
 from morello_build.ir.spec import Level
+from morello_build.synth.cost import Features
 from morello_build.target.kernels.common import (
     BF16,
-    MEMORY,
     KernelDef,
     dim_order,
     in_vrf,
@@ -49,7 +49,7 @@ def _vzero_applies(op, target):
 
 
 def _vzero_cost(op, target):
-    return registers(op.dst, target) * target.costs.vec_zero
+    return Features.of(vec_zero=registers(op.dst, target))
 
 
 def _szero_applies(op, target):
@@ -57,15 +57,15 @@ def _szero_applies(op, target):
 
 
 def _szero_cost(op, target):
-    return op.dst.volume * target.costs.vec_zero
+    return Features.of(vec_zero=op.dst.volume)
 
 
 def _memzero_applies(op, target):
-    return op.dst.level in MEMORY
+    return op.dst.level.is_memory
 
 
 def _memzero_cost(op, target):
-    return op.dst.volume * target.costs.copy_elem * 0.5 + op.dst.lines() * target.costs.vec_store
+    return Features.of(copy_elem=op.dst.volume * 0.5, vec_store=op.dst.lines())
 
 
 VZERO = KernelDef("vzero", "zero", True, frozenset(), _vzero_applies, _vzero_cost, _vzero_emit,

@@ -1,0 +1,209 @@
+"""The cost model's features: each surcharge is one named count, priced by the CostTable, and every
+node's cost follows the one rule of synth/cost.py (own features · table + Σ weight × child cost).
+The tests check counts, not prices."""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import fields
+
+import pytest
+
+from morello_build.ir.impl import format_tree, walk
+from morello_build.ir.layout import packed, row_major
+from morello_build.ir.spec import (
+    DType,
+    Level,
+    Matmul,
+    Move,
+    Spec,
+    TensorSpec,
+    canonicalize,
+    parse_spec,
+)
+from morello_build.synth import cost
+from morello_build.synth.actions import Tile, indexes_registers, loop_regions, tile_op
+from morello_build.synth.cost import (
+    FEATURES,
+    Features,
+    fma_steps,
+    l2_evicts,
+    l2_reuse_lines,
+    lines_read,
+    shared_lines,
+    short_runs,
+    view_evicts,
+    view_features,
+    view_footprint,
+)
+from morello_build.synth.search import Search
+from morello_build.target import TARGETS, CostTable
+from morello_build.target.kernels import BY_NAME
+
+AVX2, AVX512 = TARGETS["avx2"], TARGETS["avx512"]
+
+
+def _spec(text, target=AVX2):
+    return parse_spec(text).to_spec(target.limits())
+
+
+def _loop_features(spec, tile, parallel=False, target=AVX2) -> Features:
+    """The own features of the loop that Tile(tile) makes of ``spec`` (and its plan's exact own cost)."""
+    op = spec.op
+    plan = Tile(tile, parallel).plan(spec, target)
+    dims = tuple(d for d, (t, f) in enumerate(zip(tile, op.iter_shape)) if t < f)
+    counts = tuple(n for _, n, _ in loop_regions(op.iter_shape, tile, dims))
+    own = cost.loop_features(op, plan.subspecs, counts, dims, tile, parallel, indexes_registers(op, dims), target)
+    assert plan.own_cost == own.dot(target.costs) and own == Features.of(**dict(own))  # canonical order
+    return own
+
+
+# -- the value and the table -----------------------------------------------------------------------
+def test_features_add_scale_and_price():
+    a = Features.of(vec_load=2, gl_line=3, vec_fma=0)
+    assert a == Features.of(gl_line=3, vec_load=2) and list(a) == [("gl_line", 3), ("vec_load", 2)]
+    assert a + Features.of(vec_load=1, hsum=1) == Features.of(gl_line=3, vec_load=3, hsum=1)
+    assert a * 0.5 == Features.of(gl_line=1.5, vec_load=1) and a * 0 == Features.of()
+    assert sum([a, a]) == a + a and a.get("hsum") == 0
+    c = CostTable()
+    assert a.dot(c) == 3 * c.gl_line + 2 * c.vec_load
+    assert a.describe() == "gl_line 3, vec_load 2" and Features.of().describe() == "none"
+    with pytest.raises(KeyError):
+        Features.of(cycles=1)
+
+
+def test_features_keep_one_order():
+    every = {n: 1 for n in reversed(FEATURES)}
+    assert list(Features.of(**every)) == [(n, 1) for n in FEATURES]
+    assert Features.ordered(*((n, 1) for n in FEATURES)) == Features.of(**every)
+
+
+def test_every_feature_is_priced_by_the_cost_table():
+    prices = [f.name for f in fields(CostTable) if f.type == "float"]
+    assert set(prices) <= set(FEATURES)
+    c = CostTable()
+    for name in FEATURES:
+        assert isinstance(getattr(c, name), float), name
+    assert c.l2_reuse_line == c.l2_line - c.gl_line < 0  # a refund
+
+
+def test_fma_latency_binds_small_outer_products():
+    c = AVX2.costs
+    assert fma_steps(2, c) == Features.of(fma_latency=1)  # 2 FMAs take 1 cycle, the latency 4
+    assert fma_steps(12, c) == Features.of(vec_fma=12)  # 6x16: 12 independent accumulators
+    a = TensorSpec((1, 6, 1), DType.F32, row_major(), Level.L1)
+    b = TensorSpec((1, 1, 16), DType.F32, packed(2, 8), Level.VRF, 4, 8)
+    cc = TensorSpec((1, 6, 16), DType.F32, packed(2, 8), Level.VRF, 4, 8)
+    assert BY_NAME["fma_outer"].cost(Matmul(a, b, cc, True), AVX2) == Features.of(vec_load=6, vec_fma=12)
+
+
+# -- one feature per surcharge ---------------------------------------------------------------------
+def test_gl_short_run_counts_page_short_runs_a_loop_starts():
+    """Weights read once (m = 1): a 256-column tile of them (of 1024), stepped 8 rows at a time, starts
+    8 new runs of 512 bytes on each of its 8 trips."""
+    spec = _spec("matmul 1x64x1024 a=f32 b=bf16 c=f32 accum")
+    columns = canonicalize(Spec(tile_op(spec.op, (1, 1, 64, 256)), spec.limits))
+    assert _loop_features(columns, (1, 1, 8, 256)).get("gl_short_run") == 8 * 8
+    assert _loop_features(columns, (1, 1, 64, 128)).get("gl_short_run") == 0  # stepping n continues the runs
+    assert _loop_features(spec, (1, 1, 8, 1024)).get("gl_short_run") == 0  # whole rows: one dense run
+    gemm = _spec("matmul 4x64x1024 a=f32 b=bf16 c=f32 accum")  # B reused by 4 rows: from the caches
+    assert short_runs(gemm.op, (1, 4, 8, 256), (2, 3), 32, AVX2) == 0
+
+
+def test_gl_interleaved_counts_lines_of_interleaved_streams():
+    """A dot kernel reads 4 columns of B side by side from main memory: 4 streams."""
+    spec = _spec("matmul 1x64x4 b=f32:col accum")
+    op = spec.op
+    c_rf = TensorSpec((1, 1, 4), DType.F32, row_major(), Level.RF)
+    feats = BY_NAME["dot_f32"].cost(op.with_operands((op.a, op.b, c_rf)), AVX2)
+    assert feats.get("gl_interleaved") == op.b.lines() and feats.get("gl_line") == op.a.lines() + op.b.lines()
+    one = op.b.tile((1, 64, 1))
+    assert view_features(op.b, streams=4) == Features.of(gl_line=op.b.lines(), gl_interleaved=op.b.lines())
+    assert view_features(one) == Features.of(gl_line=one.lines())
+
+
+def test_shared_line_counts_output_runs_of_parallel_tasks():
+    """Column blocks of C share the edge lines of each row between the tasks; row blocks share none."""
+    spec = _spec("matmul 64x64x64")
+    columns = _loop_features(spec, (1, 64, 64, 32), parallel=True)
+    rows = _loop_features(spec, (1, 32, 64, 64), parallel=True)
+    # Two tasks of 64 (or 1) runs each, on two cores: each core's share is one task.
+    assert columns.get("shared_line") == 64 and rows.get("shared_line") == 1
+    assert columns.get("parallel_setup") == 1 and columns.get("loop_iter") == 1
+    c_tile = dataclasses.replace(spec, op=spec.op.with_operands(
+        (spec.op.a, spec.op.b.tile((1, 64, 32)), spec.op.c.tile((1, 64, 32)))))
+    assert shared_lines(c_tile) == 64
+
+
+def test_l2_reuse_counts_lines_later_trips_read_from_l2():
+    """A loop over n re-reads the same A block: from L2 after the first trip."""
+    spec = _spec("matmul 64x128x256 accum", AVX512)
+    own = _loop_features(spec, (1, 64, 128, 64), target=AVX512)
+    a_block = spec.op.a  # the loop does not index A: the whole of it, 4 trips
+    assert own.get("l2_reuse_line") == 3 * a_block.lines()
+    assert _loop_features(spec, (1, 64, 128, 64), parallel=True, target=AVX512).get("l2_reuse_line") == 0
+    big = _spec("matmul 4096x128x256 accum", AVX512)  # does not fit in L2
+    assert _loop_features(big, (1, 4096, 128, 64), target=AVX512).get("l2_reuse_line") == 0
+
+
+def test_stride_classes_take_ways_and_save_no_l2_reuse():
+    """Rows 4 KiB apart map to the same sets: a view of 6 takes 6 whole ways of L1 (6 x 4 KiB), 13
+    evict each other; a block of 512 such rows does not stay in L2, so loops save none of its lines."""
+    t = AVX512
+    a = _spec("matmul 512x1024x256 accum", t).op.a
+    six = a.tile((1, 6, 128)).canonical()
+    assert six.alias == 4096 and view_footprint(six, t) == 6 * 4096
+    assert not view_evicts(six, t) and view_evicts(a.tile((1, 13, 8)).canonical(), t)
+    block = a.tile((1, 512, 128))
+    assert l2_evicts(block, t) and not l2_evicts(a.tile((1, 64, 128)), t)
+    spec = _spec("matmul 512x1024x256 accum", t)
+    body = canonicalize(Spec(Matmul(block, spec.op.b.tile((1, 128, 64)), spec.op.c.tile((1, 512, 64)), True, True),
+                             spec.limits))
+    dense = canonicalize(Spec(dataclasses.replace(body.op, a=dataclasses.replace(body.op.a, alias=0)), spec.limits))
+    assert l2_reuse_lines(body, (3,), 4, t) == 0 and l2_reuse_lines(dense, (3,), 4, t) == 3 * block.lines()
+
+
+def test_l2_stream_counts_lines_kernels_stream_from_l2_views():
+    panel = TensorSpec((1, 64, 16), DType.F32, packed(2, 16), Level.L2, len(packed(2, 16).digits))
+    assert lines_read(panel) == Features.of(l2_stream=panel.lines())
+    assert lines_read(dataclasses.replace(panel, level=Level.GL)) == Features.of(gl_line=panel.lines())
+    assert lines_read(dataclasses.replace(panel, level=Level.L1)) == Features.of()
+    row = TensorSpec((1, 1, 16), DType.F32, row_major(), Level.L2)
+    reg = TensorSpec((1, 1, 16), DType.F32, packed(2, 16), Level.VRF, 4, 16)
+    assert BY_NAME["vload"].cost(Move(row, reg), AVX512) == Features.of(vec_load=1, l2_stream=1)
+    assert view_features(panel) == Features.of(l2_line=panel.lines())  # a view of it, copied to L1
+
+
+# -- the one rule ----------------------------------------------------------------------------------
+def _check_rule(impl, target):
+    for node in walk(impl):
+        own = node.features.dot(target.costs)
+        children = sum(w * c.cost for w, c in zip(cost.weights(node, target), node.children))
+        assert node.cost == pytest.approx(own + children, rel=1e-12, abs=1e-9), format_tree(node, features=True)
+        assert cost.recost(node, target).cost == node.cost
+
+
+@pytest.mark.parametrize("text", ["matmul 16x16x16", "matmul 1x64x40 b=bf16:col", "matmul 64x64x64"])
+def test_every_cost_is_own_features_plus_weighted_children(text):
+    impl = Search(AVX2).best(_spec(text))
+    _check_rule(impl, AVX2)
+    assert any(n.features for n in walk(impl))
+
+
+def test_overwriting_programs_follow_the_rule():
+    """A peeled split of k: the first slice's program is derived (no subtraction), its cost re-derived."""
+    spec = _spec("matmul 6x64x16 serial")
+    loop = Search(AVX2).apply(spec, Tile((1, 6, 16, 16)))
+    assert loop is not None and loop.peeled and loop.regions[0].count == 1
+    _check_rule(loop, AVX2)
+
+
+def test_explain_features_adds_lines_and_nothing_else(capsys):
+    from morello_build.tools.cli import main
+
+    args = ["explain", "matmul 8x8x8 serial", "--db", "none", "--isa", "avx2"]
+    assert main(args) == 0
+    plain = capsys.readouterr().out.splitlines()[1:]  # the header has the time
+    assert main(args + ["--features"]) == 0
+    rich = capsys.readouterr().out.splitlines()[1:]
+    assert [x for x in rich if not x.lstrip().startswith("features: ")] == plain
+    assert any("features: " in x and "own cost" in x for x in rich)
