@@ -30,7 +30,7 @@ from math import ceil
 
 from morello_build.ir.impl import Loop
 from morello_build.ir.spec import Level, TensorSpec, operand_tiles
-from morello_build.target import CostTable
+from morello_build.target.costs import CostTable
 
 # Feature names, in a fixed order: the CostTable's prices (its float fields), then derived prices
 # (CostTable properties). An unknown name is an error (Features.of raises KeyError).

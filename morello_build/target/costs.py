@@ -1,0 +1,54 @@
+"""The cost table of a target: the price, in cycles of one core, of one unit of each cost feature."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class CostTable:
+    """Cycle estimates for one core (Zen 5 class): the price of one unit of each cost feature.
+
+    Each float field names a feature (synth/cost.py: a node's cost is its features' counts times these
+    prices, plus its children's costs); its comment says what one unit is. The model is linear in them.
+    """
+
+    gl_line: float = 8.0  # a 64-byte line read from (or written back to) main memory (~33 GB/s at ~4.5 GHz)
+    # A main-memory line read as one of several interleaved streams (the B columns of a dot kernel), on top
+    # of its gl_line: the prefetchers keep up with one sequential stream, not with several. 1x2048x16384
+    # bf16 on Zen 4, one thread: one column at a time 26.8 GB/s (a plain read sweep 28.1), 2 or 4
+    # interleaved 12.5-16 GB/s, and as bad for short columns (K = 256: 24 vs 9 GB/s).
+    gl_interleaved: float = 8.0
+    # A run shorter than a page (page_bytes) that a loop starts in main-memory weights, away from the
+    # previous trip's runs: the prefetchers give up at the page edge, so its first lines wait for DRAM.
+    # 1x2048x16384 bf16 KxN on Zen 4, one thread: 512-byte row runs 32 KiB apart (a 256-column C tile in
+    # registers) read 10.6 GB/s, ~110 cycles lost per run; 8 rows side by side in 8 KiB runs 22 GB/s; sweep 28.5.
+    gl_short_run: float = 100.0
+    l1_line: float = 0.5  # a line brought in from L1 (a copy's source or a view already in L1)
+    l2_line: float = 2.0  # a line from L2: copied or viewed from an L2 view, or a scratch block's line leaving L1
+    # A line a kernel's vector loads stream from an L2 view, beyond the L1 load itself: the prefetchers
+    # fetch a sequential panel ahead of the loads and the transfer overlaps the FMAs. (2048^3, serial: 6x64
+    # kernels streaming 256 KiB B panels from L2 ran 115 ms; B packed per block into L1, 128 ms.)
+    l2_stream: float = 0.25
+    vec_load: float = 0.5  # one vector load (or broadcast) from L1
+    vec_store: float = 1.0  # one vector store (a memory tile's zeroing: one per line)
+    vec_fma: float = 0.5  # one vector FMA (two FMA pipes)
+    vec_op: float = 0.35  # one vector shift / and / convert / broadcast from a register
+    vec_zero: float = 0.25  # zeroing one register
+    scalar_op: float = 1.0  # one scalar load, store or multiply-add
+    hsum: float = 6.0  # horizontal sum of one vector
+    fma_latency: float = 4.0  # an outer-product step bound by FMA latency (see cost.fma_steps)
+    copy_elem: float = 0.3  # one element of a packing copy (compiler-vectorized loop); zeroing memory: half
+    loop_iter: float = 1.0  # one iteration of a rolled loop
+    parallel_setup: float = 4000.0  # one parallel loop: waking workers and joining them
+    # A line of an output that parallel tasks share at a tile edge (one per strided run of a task's output
+    # tile): the prefetchers of one core pull the neighbour's lines of the same rows, and stores bounce them
+    # between the cores (measured on 256^3: column blocks per thread ran 25% slower than row blocks).
+    shared_line: float = 200.0
+
+    page_bytes: int = 4096  # the prefetchers' horizon (gl_short_run); a parameter, not a price
+
+    @property
+    def l2_reuse_line(self) -> float:
+        """A line counted as a main-memory line in a loop's body that the loop's later trips read from
+        L2 instead (cost.l2_reuse_lines): a refund, the difference of the two prices (negative)."""
+        return self.l2_line - self.gl_line
