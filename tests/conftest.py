@@ -44,3 +44,10 @@ def hermetic_synthesis_db(tmp_path_factory):
         os.environ.pop("MORELLO_DB", None)
     else:
         os.environ["MORELLO_DB"] = old
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under xdist, slow tests first (stable order otherwise): the workers start on the long tests and groups
+    and finish on short ones, together. A serial run keeps the files' order."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        items.sort(key=lambda item: item.get_closest_marker("slow") is None)
