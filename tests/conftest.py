@@ -46,8 +46,13 @@ def hermetic_synthesis_db(tmp_path_factory):
         os.environ["MORELLO_DB"] = old
 
 
+# The longest test (the cpp_tests matrix: 40% of the suite's time on one worker) starts first.
+_FIRST = "test_codegen_cpp.py"
+
+
 def pytest_collection_modifyitems(config, items):
-    """Under xdist, slow tests first (stable order otherwise): the workers start on the long tests and groups
-    and finish on short ones, together. A serial run keeps the files' order."""
+    """Under xdist, the longest test first, then the slow ones, then the rest (each in the files' order), and
+    xdist hands them out in that order (--no-loadscope-reorder in pyproject): the workers start on the long
+    tests and finish on short ones, together. A serial run keeps the files' order."""
     if os.environ.get("PYTEST_XDIST_WORKER"):
-        items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+        items.sort(key=lambda item: (item.path.name != _FIRST, item.get_closest_marker("slow") is None))
