@@ -1,8 +1,24 @@
-"""Shared pytest fixtures. Append new fixtures; keep each one small and documented."""
+"""Shared pytest fixtures. Append new fixtures; keep each one small and documented.
+
+Parallel runs (pytest-xdist, ``-n 2``: what scripts/test.sh does): each worker is its own process with its own
+environment and its own ``tmp_path`` root; the build cache and the synthesis DB below are shared by the
+workers of one run (both are safe for concurrent processes: files renamed into place, SQLite in WAL mode).
+"""
 import os
 from pathlib import Path
 
 import pytest
+
+
+def _run_dir(tmp_path_factory, name: str) -> Path:
+    """A directory of this test run, shared by its xdist workers (each worker's basetemp is one level below the
+    run's), or of this session when not run by xdist."""
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent
+    path = base / name
+    path.mkdir(exist_ok=True)
+    return path
 
 
 @pytest.fixture(scope="session")
@@ -10,7 +26,7 @@ def pyapi_cache_dir(tmp_path_factory) -> Path:
     """Build cache of morello_build.tools.pyapi for this test session: $MORELLO_CACHE_DIR when set (CI may keep it
     between runs), else a fresh temp dir. Every test kernel is compiled once and shared through it."""
     old = os.environ.get("MORELLO_CACHE_DIR")
-    path = Path(old) if old else tmp_path_factory.mktemp("pyapi-cache")
+    path = Path(old) if old else _run_dir(tmp_path_factory, "pyapi-cache")
     os.environ["MORELLO_CACHE_DIR"] = str(path)
     yield path
     if old is None:
@@ -22,9 +38,21 @@ def hermetic_synthesis_db(tmp_path_factory):
     """The CLI uses a synthesis DB by default ($MORELLO_DB, else ~/.cache): tests share one in a temp dir
     (faster than none, and they never touch the user's cache). Tests that need their own set it."""
     old = os.environ.get("MORELLO_DB")
-    os.environ["MORELLO_DB"] = str(tmp_path_factory.mktemp("synth-db") / "synth.db")
+    os.environ["MORELLO_DB"] = str(_run_dir(tmp_path_factory, "synth-db") / "synth.db")
     yield
     if old is None:
         os.environ.pop("MORELLO_DB", None)
     else:
         os.environ["MORELLO_DB"] = old
+
+
+# The longest test (the cpp_tests matrix: 40% of the suite's time on one worker) starts first.
+_FIRST = "test_codegen_cpp.py"
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under xdist, the longest test first, then the slow ones, then the rest (each in the files' order), and
+    xdist hands them out in that order (--no-loadscope-reorder in pyproject): the workers start on the long
+    tests and finish on short ones, together. A serial run keeps the files' order."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        items.sort(key=lambda item: (item.path.name != _FIRST, item.get_closest_marker("slow") is None))

@@ -31,7 +31,8 @@ PROJECTS = Path(__file__).resolve().parent / "cmake_projects"
 EXAMPLE = REPO / "examples" / "gemma_gemv"
 JOBS = "2"
 
-pytestmark = pytest.mark.skipif(shutil.which("cmake") is None, reason="cmake not installed")
+# slow: minutes of CMake builds (under xdist --dist loadfile, one worker runs them all: they share the fresh venv).
+pytestmark = [pytest.mark.skipif(shutil.which("cmake") is None, reason="cmake not installed"), pytest.mark.slow]
 
 
 # -- helpers -------------------------------------------------------------------------------------------

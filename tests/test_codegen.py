@@ -122,6 +122,7 @@ def test_bounded_variables_make_strip_digits_exact():
 
 # -- compiling every ISA -------------------------------------------------------------------------------
 @needs_cxx
+@pytest.mark.slow  # compiles every ISA's kernels at -O2
 def test_every_isa_compiles_warning_free_in_one_translation_unit(tmp_path):
     """Headers of every ISA (and two kernels of one ISA) share one TU: runtime and helper guards work,
     no -m flags are needed, -Wall -Wextra -Werror is clean."""

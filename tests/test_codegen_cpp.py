@@ -21,10 +21,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
-pytestmark = pytest.mark.skipif(
+pytestmark = [pytest.mark.skipif(
     shutil.which("cmake") is None or shutil.which("ctest") is None or shutil.which("c++") is None,
     reason="needs cmake, ctest and a C++ compiler",
-)
+), pytest.mark.slow]  # slow: synthesizes and compiles the whole matrix (minutes on 2 cores)
 
 
 def _run(cmd, **kw):

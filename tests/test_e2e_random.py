@@ -54,6 +54,7 @@ def user_specs(draw):
     return UserSpec(m, k, n, dtypes, layouts, batch, draw(st.booleans()), draw(st.booleans()))
 
 
+@pytest.mark.slow  # 8 syntheses and compiles
 @settings(max_examples=8, deadline=None, derandomize=False, print_blob=True,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(user=user_specs(), isa=st.sampled_from(ISAS))

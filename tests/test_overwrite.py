@@ -18,7 +18,7 @@ from morello_build.target import TARGETS
     "matmul 7x13x19 serial",  # ragged everywhere
     "matmul 1x1x1 serial",
     "matmul 6x64x33 serial",
-    "matmul 30x40x50 a=bf16 b=bf16 c=bf16 serial",
+    pytest.param("matmul 30x40x50 a=bf16 b=bf16 c=bf16 serial", marks=pytest.mark.slow),  # ~20 s per ISA
     "matmul 2x37x24 b=bf16:col serial",
     "matmul 3x4x5 batch=2 a=f32:col b=bf16 c=f32:col serial",
 ])

@@ -33,6 +33,8 @@ from morello_build.fingerprint import generator_fingerprint  # noqa: E402
 from morello_build.tools import pyapi  # noqa: E402
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
+# slow: the session builds every test kernel into one extension (under xdist --dist loadfile, in one worker).
+pytestmark = pytest.mark.slow
 
 # -- the specs under test -------------------------------------------------------------------------
 _SMALL_SHAPES = [(2, 3, 5), (1, 5, 3), (3, 1, 4), (5, 2, 1), (1, 1, 1), (3, 4, 2), (4, 3, 1), (1, 2, 7)]

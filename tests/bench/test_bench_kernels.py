@@ -18,6 +18,7 @@ pytest.importorskip("pybind11")
 
 FLAGSHIP = "matmul 1x2048x16384 a=f32 b=bf16:col c=f32"
 SPECS = [FLAGSHIP, "matmul 64x64x64", "matmul 512x512x512"]
+pytestmark = pytest.mark.slow  # synthesizes the flagship and 512^3 and builds them
 
 
 @pytest.fixture(scope="module")
