@@ -8,6 +8,7 @@ Every figure is the median over the repetitions of one run (one process). Benchm
 References: the same-process read sweep over the same weight buffers ("bw_ref", GB/s) for the GEMVs (W1, W4),
 the FMA peak ("fma_f32_peak", GFLOP/s for that many threads) for the GEMMs (W2, W3).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -25,10 +26,30 @@ TITLES = {
     "W3": "W3: small matmuls (in cache)",
     "W4": "W4: fp32 GEMV y = W x, W row-major N x K (rotated copies: DRAM)",
 }
-IMPL_ORDER = ["morello", "morello_serial", "openblas", "onednn", "onednn_packed", "eigen", "libxsmm", "naive", "bw_ref", "fma_peak"]
+IMPL_ORDER = [
+    "morello",
+    "morello_serial",
+    "openblas",
+    "onednn",
+    "onednn_packed",
+    "eigen",
+    "libxsmm",
+    "naive",
+    "bw_ref",
+    "fma_peak",
+]
 REFS = ("bw_ref", "fma_peak")
-COLORS = {"morello": "tab:blue", "morello_serial": "tab:brown", "morello/td": "tab:cyan", "openblas": "tab:orange", "onednn": "tab:green",
-          "onednn_packed": "tab:olive", "eigen": "tab:red", "libxsmm": "tab:purple", "naive": "tab:gray"}
+COLORS = {
+    "morello": "tab:blue",
+    "morello_serial": "tab:brown",
+    "morello/td": "tab:cyan",
+    "openblas": "tab:orange",
+    "onednn": "tab:green",
+    "onednn_packed": "tab:olive",
+    "eigen": "tab:red",
+    "libxsmm": "tab:purple",
+    "naive": "tab:gray",
+}
 TO_US = {"ns": 1e-3, "us": 1.0, "ms": 1e3, "s": 1e6}
 
 
@@ -147,7 +168,9 @@ class Report:
             lines.append(f"\n#### {w} {v}\n")
             mem = w in MEMORY_BOUND
             if mem:
-                lines.append("| impl | threads | time (µs) | GFLOP/s | GB/s | of reference | of paired ref | vs best peer | notes |")
+                lines.append(
+                    "| impl | threads | time (µs) | GFLOP/s | GB/s | of reference | of paired ref | vs best peer | notes |"
+                )
                 lines.append("|---|---|---:|---:|---:|---:|---:|---:|---|")
             else:
                 lines.append("| impl | threads | time (µs) | GFLOP/s | GB/s | of reference | vs best peer | notes |")
@@ -155,13 +178,16 @@ class Report:
             for t in threads:
                 ref, unit = self.reference(w, v, t)
                 bp = self.best_peer(w, v, t)
-                impls = sorted({i for (w2, v2, i, t2) in self.res if (w2, v2, t2) == (w, v, t)},
-                               key=lambda i: IMPL_ORDER.index(i) if i in IMPL_ORDER else 99)
+                impls = sorted(
+                    {i for (w2, v2, i, t2) in self.res if (w2, v2, t2) == (w, v, t)},
+                    key=lambda i: IMPL_ORDER.index(i) if i in IMPL_ORDER else 99,
+                )
                 for impl in impls:
                     r = self.res[(w, v, impl, t)]
                     if r["time_us"] is None:
-                        lines.append(f"| {impl} | {t[1:]} | - | - | - | - | - |{' - |' if mem else ''} "
-                                     f"skipped: {r['error']} |")
+                        lines.append(
+                            f"| {impl} | {t[1:]} | - | - | - | - | - |{' - |' if mem else ''} skipped: {r['error']} |"
+                        )
                         continue
                     val = r["gbs"] if unit == "GB/s" else r["gflops"]
                     frac = f"{val / ref:.2f}" if ref and val is not None else "-"
@@ -175,11 +201,15 @@ class Report:
                     if mem:
                         pg = r.get("paired_gbs")
                         paired = f" {r['gbs'] / pg:.2f} |" if pg and r["gbs"] else " - |"
-                    lines.append(f"| {impl} | {t[1:]} | {fmt(r['time_us'], 2)} | {fmt(r['gflops'])} | "
-                                 f"{fmt(r['gbs'])} | {frac} |{paired} {vs} | {note} |")
+                    lines.append(
+                        f"| {impl} | {t[1:]} | {fmt(r['time_us'], 2)} | {fmt(r['gflops'])} | "
+                        f"{fmt(r['gbs'])} | {frac} |{paired} {vs} | {note} |"
+                    )
                 if bp:
-                    lines.append(f"| *best peer* | {t[1:]} | | | | | |{' |' if mem else ''} "
-                                 f"{bp[0]}; reference {fmt(ref)} {unit} |")
+                    lines.append(
+                        f"| *best peer* | {t[1:]} | | | | | |{' |' if mem else ''} "
+                        f"{bp[0]}; reference {fmt(ref)} {unit} |"
+                    )
         return "\n".join(lines)
 
     def goals(self):
@@ -196,23 +226,28 @@ class Report:
                 # conservative: the larger of the paired sweep (same load) and the bw_ref benchmark
                 pref = max(x for x in (m.get("paired_gbs"), ref) if x)
                 f = m["gbs"] / pref
-                add(f"W1 f32 act, {t[1:]} thread(s): ≥ 0.95 of DRAM read bandwidth", f >= 0.95,
+                add(
+                    f"W1 f32 act, {t[1:]} thread(s): ≥ 0.95 of DRAM read bandwidth",
+                    f >= 0.95,
                     f"{f:.3f} of the larger reference ({m['gbs']:.1f} of {pref:.1f} GB/s; paired sweep "
-                    f"{m.get('paired_gbs') or 0:.1f}, bw_ref {ref or 0:.1f})")
+                    f"{m.get('paired_gbs') or 0:.1f}, bw_ref {ref or 0:.1f})",
+                )
             else:
                 add(f"W1 f32 act, {t[1:]} thread(s): ≥ 0.95 of DRAM read bandwidth", None, "not measured")
             m, _ = self.morello("W1", "bf16act.col", t)
             o = self.get("W1", "bf16act.col", "onednn_packed", t)
             if m and o:
-                add(f"W1 bf16 act, {t[1:]} thread(s): at least as fast as oneDNN packed", m["time_us"] <= o["time_us"],
-                    f"{o['time_us'] / m['time_us']:.3f}× ({m['time_us']:.0f} vs {o['time_us']:.0f} µs)")
+                add(
+                    f"W1 bf16 act, {t[1:]} thread(s): at least as fast as oneDNN packed",
+                    m["time_us"] <= o["time_us"],
+                    f"{o['time_us'] / m['time_us']:.3f}× ({m['time_us']:.0f} vs {o['time_us']:.0f} µs)",
+                )
             else:
                 add(f"W1 bf16 act, {t[1:]} thread(s): at least as fast as oneDNN packed", None, "not measured")
         for v in self.variants("W2"):
             for t, need in (("t1", 0.95), ("t2", 0.9)):
                 m, _ = self.morello("W2", v, t)
-                peers = [r for i in ("openblas", "onednn", "onednn_packed")
-                         if (r := self.get("W2", v, i, t))]
+                peers = [r for i in ("openblas", "onednn", "onednn_packed") if (r := self.get("W2", v, i, t))]
                 goal = f"W2 {v}, {t[1:]} thread(s): ≥ {need}× best of OpenBLAS/oneDNN"
                 if m and peers:
                     best = min(p["time_us"] for p in peers)
@@ -238,10 +273,13 @@ class Report:
                     add(goal, r >= 0.95, f"{r:.3f}× (best peer {bp[0]})")
                 else:
                     add(goal, None, "not measured")
-        return ("For 1 thread the generated kernel's figure is the faster of the kernel on a serial parallel-for "
-                "and, where the bench has one (W2, W3), the kernel synthesized for the same spec with `serial` "
-                "(`morello_serial`: what a single-threaded engine asks for). For 2 threads it is the faster of "
-                "the bench's pool (`t2`) and the kernel's default pool (`td`).\n\n| goal | status | measured |\n|---|---|---|\n" + "\n".join(rows))
+        return (
+            "For 1 thread the generated kernel's figure is the faster of the kernel on a serial parallel-for "
+            "and, where the bench has one (W2, W3), the kernel synthesized for the same spec with `serial` "
+            "(`morello_serial`: what a single-threaded engine asks for). For 2 threads it is the faster of "
+            "the bench's pool (`t2`) and the kernel's default pool (`td`).\n\n| goal | status | measured |\n|---|---|---|\n"
+            + "\n".join(rows)
+        )
 
     def plot(self, w, path: Path):
         try:
@@ -269,13 +307,19 @@ class Report:
                     if r:
                         xs.append(k + (j - (len(impls) - 1) / 2) * width)
                         ys.append(r["gbs"] if mem else r["gflops"])
-                ax.bar(xs, ys, width, label=impl if tt != "td" else "morello (default pool)",
-                       color=COLORS.get(impl if tt != "td" else "morello/td"))
+                ax.bar(
+                    xs,
+                    ys,
+                    width,
+                    label=impl if tt != "td" else "morello (default pool)",
+                    color=COLORS.get(impl if tt != "td" else "morello/td"),
+                )
             for k, v in enumerate(variants):
                 ref, _ = self.reference(w, v, t)
                 if ref:
-                    ax.hlines(ref, k - 0.45, k + 0.45, colors="k", linestyles="dashed",
-                              label="reference" if k == 0 else None)
+                    ax.hlines(
+                        ref, k - 0.45, k + 0.45, colors="k", linestyles="dashed", label="reference" if k == 0 else None
+                    )
             ax.set_xticks(range(len(variants)))
             ax.set_xticklabels(variants, rotation=20)
             ax.set_title(f"{t[1:]} thread{'s' if t == 't2' else ''}")
@@ -283,8 +327,9 @@ class Report:
             ax.grid(axis="y", alpha=0.3)
         for ax in axes:
             ax.legend(fontsize=7)
-        fig.suptitle(TITLES.get(w, w) + (" — dashed: read-bandwidth reference" if mem else " — dashed: FMA peak"),
-                     fontsize=9)
+        fig.suptitle(
+            TITLES.get(w, w) + (" — dashed: read-bandwidth reference" if mem else " — dashed: FMA peak"), fontsize=9
+        )
         fig.tight_layout()
         fig.savefig(path, dpi=110)
         plt.close(fig)
@@ -301,23 +346,31 @@ def main(argv=None):
     ctx, res = load(a.json)
     rep = Report(ctx, res)
     md = ["# morello-build benchmark results", ""]
-    caches = ", ".join(f"L{c['level']}{c['type'][0].lower()} {c['size'] // 1024} KiB"
-                       + (f" x{ctx.get('num_cpus', 1) // max(1, c.get('num_sharing', 1))}" if c.get('num_sharing') else "")
-                       for c in ctx.get("caches", []))
-    md.append(f"Run {ctx.get('date', '?')} on {ctx.get('host_name', '?')}: {ctx.get('num_cpus', '?')} CPUs at "
-              f"{ctx.get('mhz_per_cpu', '?')} MHz; caches {caches}.  ")
-    md.append(f"OpenBLAS core `{ctx.get('openblas_core', '?')}` (`{ctx.get('openblas_config', '?')}`), "
-              f"bf16: {ctx.get('openblas_bf16', '?')}; "
-              f"oneDNN {ctx.get('onednn_version', '?')}, libxsmm target `{ctx.get('libxsmm_target', '?')}`, "
-              f"{ctx.get('morello_kernels', '?')} generated kernels, mode {ctx.get('bench_mode', '?')}.  ")
+    caches = ", ".join(
+        f"L{c['level']}{c['type'][0].lower()} {c['size'] // 1024} KiB"
+        + (f" x{ctx.get('num_cpus', 1) // max(1, c.get('num_sharing', 1))}" if c.get("num_sharing") else "")
+        for c in ctx.get("caches", [])
+    )
+    md.append(
+        f"Run {ctx.get('date', '?')} on {ctx.get('host_name', '?')}: {ctx.get('num_cpus', '?')} CPUs at "
+        f"{ctx.get('mhz_per_cpu', '?')} MHz; caches {caches}.  "
+    )
+    md.append(
+        f"OpenBLAS core `{ctx.get('openblas_core', '?')}` (`{ctx.get('openblas_config', '?')}`), "
+        f"bf16: {ctx.get('openblas_bf16', '?')}; "
+        f"oneDNN {ctx.get('onednn_version', '?')}, libxsmm target `{ctx.get('libxsmm_target', '?')}`, "
+        f"{ctx.get('morello_kernels', '?')} generated kernels, mode {ctx.get('bench_mode', '?')}.  "
+    )
     reps = sorted({r["reps"] for r in res.values() if r["reps"]})
-    md.append(f"Medians of {', '.join(map(str, reps))} repetitions of the time per call, each itself the median over batches of \u2265 25 \u00b5s (`t_med`: a preempted batch is an outlier, where Google Benchmark's mean would include it). GB/s counts the compulsory "
-              "traffic (B + A + C). \"of reference\": GB/s over the same-process read sweep of the same weight "
-              "buffers (`bw_ref`, a benchmark of its own; W1, W4) or GFLOP/s over the FMA peak for that many threads "
-              "(W2, W3: `fma_peak`, run again next to each case); \"of paired ref\" (W1, W4): over an untimed sweep of the same copy run after every timed "
-              "call of that benchmark, i.e. under the same machine load (the W1 goals use the larger of the two). \"vs best peer\": "
-              "best peer time / this time (> 1: faster than every peer; for 2 threads the single-threaded-only "
-              "peers count too). Threads `d`: the kernel's default overload.")
+    md.append(
+        f"Medians of {', '.join(map(str, reps))} repetitions of the time per call, each itself the median over batches of \u2265 25 \u00b5s (`t_med`: a preempted batch is an outlier, where Google Benchmark's mean would include it). GB/s counts the compulsory "
+        'traffic (B + A + C). "of reference": GB/s over the same-process read sweep of the same weight '
+        "buffers (`bw_ref`, a benchmark of its own; W1, W4) or GFLOP/s over the FMA peak for that many threads "
+        '(W2, W3: `fma_peak`, run again next to each case); "of paired ref" (W1, W4): over an untimed sweep of the same copy run after every timed '
+        'call of that benchmark, i.e. under the same machine load (the W1 goals use the larger of the two). "vs best peer": '
+        "best peer time / this time (> 1: faster than every peer; for 2 threads the single-threaded-only "
+        "peers count too). Threads `d`: the kernel's default overload."
+    )
     md.append("")
     for impl in ("fma_f32_peak", "dpbf16_peak"):
         for t in ("t1", "t2"):

@@ -8,6 +8,7 @@
   all a generated header can depend on. The Python API's header cache is keyed by it, and CMake's
   MorelloBuildConfig.cmake globs the same set as the DEPENDS of its synthesis commands.
 """
+
 from __future__ import annotations
 
 import hashlib

@@ -7,6 +7,7 @@
 `compare` reports files whose bytes differ, with the runtime namespace's digest masked (it changes with
 every edit of the runtime templates, on purpose). A refactoring that changes no program leaves no difference.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -18,7 +19,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 ISAS = ("avx2", "avx512", "avx512_bf16", "highway", "scalar")
-SMALL_ONLY = {"scalar": 64 ** 3, "highway": 512 ** 3}  # scalar/highway: only specs this small (time)
+SMALL_ONLY = {"scalar": 64**3, "highway": 512**3}  # scalar/highway: only specs this small (time)
 
 
 def specs() -> list[tuple[str, str]]:

@@ -4,6 +4,7 @@
 Usage: .venv/bin/python scripts/synth_bench.py [--isa ISA] [--repeat N] [SPEC ...]
 Each run starts a fresh interpreter (no DB), so times are cold; the median of N runs is printed.
 """
+
 import argparse
 import json
 import statistics
@@ -36,8 +37,9 @@ def main() -> None:
     for spec in args.specs:
         runs = []
         for _ in range(args.repeat):
-            out = subprocess.run([sys.executable, "-c", CHILD, spec, args.isa], check=True,
-                                 capture_output=True, text=True).stdout
+            out = subprocess.run(
+                [sys.executable, "-c", CHILD, spec, args.isa], check=True, capture_output=True, text=True
+            ).stdout
             runs.append(json.loads(out))
         secs = statistics.median(r["seconds"] for r in runs)
         print(f"| `{spec}` | {secs:.2f} s | {runs[0]['visited']:,} | {runs[0]['cost']:,.0f} |")

@@ -4,6 +4,7 @@ Parallel runs (pytest-xdist, ``-n 2``: what scripts/test.sh does): each worker i
 environment and its own ``tmp_path`` root; the build cache and the synthesis DB below are shared by the
 workers of one run (both are safe for concurrent processes: files renamed into place, SQLite in WAL mode).
 """
+
 import os
 from pathlib import Path
 

@@ -3,6 +3,7 @@ the class (TensorSpec.alias); the cost model charges a cache view of such rows t
 gives no L2 reuse to blocks that cannot stay in L2; the search packs such an A into a dense scratch block
 (GotoBLAS's A block).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -44,7 +45,15 @@ def _moves(impl):
 
 def test_stride_class_is_the_power_of_two_in_the_row_stride():
     assert [alias_stride(b) for b in (1024, 2048, 4096, 6000, 8192, 12288, 3 << 20, 1 << 30)] == [
-        0, 0, 4096, 0, 8192, 4096, 1 << 20, ALIAS_MAX]
+        0,
+        0,
+        4096,
+        0,
+        8192,
+        4096,
+        1 << 20,
+        ALIAS_MAX,
+    ]
 
 
 def test_to_spec_sets_stride_classes_of_multi_row_operands():
@@ -93,8 +102,9 @@ def test_no_l2_reuse_credit_for_a_block_whose_rows_share_sets():
     spec = _spec("matmul 512x1024x256 accum")
     block = spec.op.a.tile((1, 512, 128))
     assert l2_evicts(block, t) and not l2_evicts(spec.op.a.tile((1, 64, 128)), t)
-    body = canonicalize(Spec(Matmul(block, spec.op.b.tile((1, 128, 64)), spec.op.c.tile((1, 512, 64)), True, True),
-                             spec.limits))
+    body = canonicalize(
+        Spec(Matmul(block, spec.op.b.tile((1, 128, 64)), spec.op.c.tile((1, 512, 64)), True, True), spec.limits)
+    )
     dense = canonicalize(Spec(dataclasses.replace(body.op, a=dataclasses.replace(body.op.a, alias=0)), spec.limits))
     assert l2_reuse_lines(body, (3,), 4, t) == 0 < l2_reuse_lines(dense, (3,), 4, t)
 
@@ -130,18 +140,22 @@ def test_scratch_block_compiles_and_matches_the_reference(isa, tmp_path):
         ("matmul 13x45x17 a=bf16", "a", "row", "f32"),
     ) + ((("matmul 9x40x21", "b", S.packed(2, t.lanes), None),) if t.lanes else ())  # padded panels of W columns
     for i, (text, operand, layout, dtype) in enumerate(cases):
-        impl = S.split(text, 32, target=t,
-                       body=lambda s: S.move(s, operand, "GL", layout=layout, dtype=dtype, target=t))
+        impl = S.split(
+            text, 32, target=t, body=lambda s: S.move(s, operand, "GL", layout=layout, dtype=dtype, target=t)
+        )
         assert [m for m in _moves(impl) if m.buffer.level == Level.GL], "no scratch block in the program"
         kernels.append((text, emit_header(parse_spec(text), impl, t, name=f"k{i}", namespace="scr"), "scr", f"k{i}"))
     res = check_headers(kernels, tmp_path)
     assert res.ok, res.output
 
 
-@pytest.mark.parametrize("text, why", [
-    ("matmul 13x1024x8", "13 rows 4096 bytes apart would evict"),  # a stride class: all 13 rows in one set
-    ("matmul 13x1000x8", "13 strided runs (more than the 12 L1 ways)"),  # unknown stride: assume the worst
-])
+@pytest.mark.parametrize(
+    "text, why",
+    [
+        ("matmul 13x1024x8", "13 rows 4096 bytes apart would evict"),  # a stride class: all 13 rows in one set
+        ("matmul 13x1000x8", "13 strided runs (more than the 12 L1 ways)"),  # unknown stride: assume the worst
+    ],
+)
 def test_schedule_explains_a_refused_view(text, why):
     from morello_build.synth import schedule as S
 

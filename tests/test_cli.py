@@ -1,4 +1,5 @@
 """The `morello-build` command line: output contracts, the default synthesis DB, one-line errors."""
+
 import os
 import re
 import subprocess
@@ -55,8 +56,15 @@ def test_an_unusable_default_cache_is_skipped_but_a_named_db_must_work(tmp_path)
     blocker = tmp_path / "a-file"
     blocker.write_text("")
     out = tmp_path / "k.hpp"
-    r = cli("synth", "matmul 2x2x2", "--isa", "scalar", "-o", str(out),
-            env={"MORELLO_DB": "", "XDG_CACHE_HOME": str(blocker / "cache")})
+    r = cli(
+        "synth",
+        "matmul 2x2x2",
+        "--isa",
+        "scalar",
+        "-o",
+        str(out),
+        env={"MORELLO_DB": "", "XDG_CACHE_HOME": str(blocker / "cache")},
+    )
     assert out.exists()
     assert r.stderr.count("\n") == 1 and r.stderr.startswith("morello-build: warning: "), r.stderr
     r = cli("synth", "matmul 2x2x2", "--isa", "scalar", env={"MORELLO_DB": str(blocker / "synth.db")}, check=False)
@@ -77,17 +85,20 @@ def test_check_spec_prints_the_canonical_form():
     assert cli("check-spec", "matmul  4x8x2 c=f32:row  a=f32:row").stdout.strip() == "matmul 4x8x2"
 
 
-@pytest.mark.parametrize("args, words", [
-    (["check-spec", "matmul 4x4"], "'4x4'"),
-    (["check-spec", "matmul 4x4x4 a=f32:"], "'a=f32:'"),
-    (["check-spec", "matmul 4x4x4 b=f16"], "unknown dtype 'f16'"),
-    (["synth", "matmul 0x4x4"], "'0x4x4'"),
-    (["synth", "matmul 4x4x4", "--name", "2bad"], "--name '2bad'"),
-    (["synth", "matmul 4x4x4", "--namespace", "a::b-c"], "--namespace 'b-c'"),
-    (["synth", "matmul 4x4x4", "--name", "class"], "--name 'class'"),
-    (["synth", "matmul 4x4x4", "--name", "gemvé"], "--name 'gemvé'"),
-    (["explain", "matmul 4x4x4", "--db", "/dev/null/synth.db"], "/dev/null/synth.db"),
-])
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["check-spec", "matmul 4x4"], "'4x4'"),
+        (["check-spec", "matmul 4x4x4 a=f32:"], "'a=f32:'"),
+        (["check-spec", "matmul 4x4x4 b=f16"], "unknown dtype 'f16'"),
+        (["synth", "matmul 0x4x4"], "'0x4x4'"),
+        (["synth", "matmul 4x4x4", "--name", "2bad"], "--name '2bad'"),
+        (["synth", "matmul 4x4x4", "--namespace", "a::b-c"], "--namespace 'b-c'"),
+        (["synth", "matmul 4x4x4", "--name", "class"], "--name 'class'"),
+        (["synth", "matmul 4x4x4", "--name", "gemvé"], "--name 'gemvé'"),
+        (["explain", "matmul 4x4x4", "--db", "/dev/null/synth.db"], "/dev/null/synth.db"),
+    ],
+)
 def test_user_errors_are_one_line_exit_2(args, words):
     r = cli(*args, check=False)
     assert r.returncode == 2
@@ -105,8 +116,12 @@ def test_a_bad_output_path_loses_nothing(tmp_path):
 
 
 def test_explain_into_a_closed_pipe_is_quiet():
-    p = subprocess.run(f'"{sys.executable}" -m morello_build explain "matmul 8x8x8" --isa avx2 | head -c 1',
-                       shell=True, capture_output=True, text=True)
+    p = subprocess.run(
+        f'"{sys.executable}" -m morello_build explain "matmul 8x8x8" --isa avx2 | head -c 1',
+        shell=True,
+        capture_output=True,
+        text=True,
+    )
     assert p.stderr == ""
 
 

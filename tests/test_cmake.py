@@ -13,6 +13,7 @@ Bad arguments (configure-time errors) are in test_cmake_args.py.
 
 Time: one fresh venv and one wheel per session (~15 s), then each project builds with -j2.
 """
+
 from __future__ import annotations
 
 import os
@@ -37,8 +38,15 @@ pytestmark = [pytest.mark.skipif(shutil.which("cmake") is None, reason="cmake no
 
 # -- helpers -------------------------------------------------------------------------------------------
 def run(cmd, env=None, cwd=None, check=True, timeout=600) -> subprocess.CompletedProcess:
-    p = subprocess.run([str(c) for c in cmd], env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                       text=True, timeout=timeout)
+    p = subprocess.run(
+        [str(c) for c in cmd],
+        env=env,
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=timeout,
+    )
     if check and p.returncode != 0:
         raise AssertionError(f"command failed ({p.returncode}): {' '.join(map(str, cmd))}\n{p.stdout[-6000:]}")
     return p
@@ -46,10 +54,23 @@ def run(cmd, env=None, cwd=None, check=True, timeout=600) -> subprocess.Complete
 
 def clean_env(path_prefix: list[Path] | None = None, **extra) -> dict:
     """The environment minus any active venv and CMake hints, with path_prefix first on PATH."""
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME", "CMAKE_PREFIX_PATH", "MorelloBuild_DIR",
-                        "CMAKE_GENERATOR", "MAKEFLAGS")}
-    dirs = [d for d in env.get("PATH", "").split(os.pathsep) if d and Path(d).resolve() != Path(sys.prefix, "bin").resolve()]
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k
+        not in (
+            "VIRTUAL_ENV",
+            "PYTHONPATH",
+            "PYTHONHOME",
+            "CMAKE_PREFIX_PATH",
+            "MorelloBuild_DIR",
+            "CMAKE_GENERATOR",
+            "MAKEFLAGS",
+        )
+    }
+    dirs = [
+        d for d in env.get("PATH", "").split(os.pathsep) if d and Path(d).resolve() != Path(sys.prefix, "bin").resolve()
+    ]
     env["PATH"] = os.pathsep.join([str(p) for p in (path_prefix or [])] + dirs)
     env["MORELLO_DB"] = "none"  # hermetic: no per-user synthesis cache
     env.update(extra)
@@ -138,7 +159,10 @@ def fresh_venv(tmp_path_factory) -> Venv:
 def test_wheel_installs_cmake_config(fresh_venv):
     data = fresh_venv.root / "share" / "cmake" / "MorelloBuild"
     assert sorted(p.name for p in data.iterdir()) == [
-        "MorelloBuildConfig.cmake", "MorelloBuildConfigVersion.cmake", "MorelloBuildPython.cmake"]
+        "MorelloBuildConfig.cmake",
+        "MorelloBuildConfigVersion.cmake",
+        "MorelloBuildPython.cmake",
+    ]
     out = run([fresh_venv.python, "-m", "morello_build", "--cmakedir"], env=clean_env(), cwd=fresh_venv.root)
     assert Path(out.stdout.strip()) == data
 
@@ -146,7 +170,9 @@ def test_wheel_installs_cmake_config(fresh_venv):
 def test_cmakedir_without_activated_venv(fresh_venv, tmp_path):
     """-DMorelloBuild_DIR=$(python -m morello_build --cmakedir), no venv on PATH: the venv's Python runs."""
     projects = copy_projects(tmp_path)
-    cmakedir = run([fresh_venv.python, "-m", "morello_build", "--cmakedir"], env=clean_env(), cwd=tmp_path).stdout.strip()
+    cmakedir = run(
+        [fresh_venv.python, "-m", "morello_build", "--cmakedir"], env=clean_env(), cwd=tmp_path
+    ).stdout.strip()
     env = clean_env()
     out = configure(projects / "two_kernels", tmp_path / "b", env, "Ninja", f"-DMorelloBuild_DIR={cmakedir}")
     assert f"(Python: {fresh_venv.bin / 'python3'})" in out.stdout, out.stdout
@@ -155,8 +181,11 @@ def test_cmakedir_without_activated_venv(fresh_venv, tmp_path):
 def test_package_dir_config_finds_its_python(fresh_venv, tmp_path):
     """MorelloBuild_DIR pointing into site-packages: the config derives the venv from its own path."""
     projects = copy_projects(tmp_path)
-    pkg = run([fresh_venv.python, "-c", "import morello_build.tools.cmake_dir as m; print(m.package_cmake_dir())"],
-              env=clean_env(), cwd=tmp_path).stdout.strip()
+    pkg = run(
+        [fresh_venv.python, "-c", "import morello_build.tools.cmake_dir as m; print(m.package_cmake_dir())"],
+        env=clean_env(),
+        cwd=tmp_path,
+    ).stdout.strip()
     out = configure(projects / "two_kernels", tmp_path / "b", clean_env(), "Ninja", f"-DMorelloBuild_DIR={pkg}")
     assert f"(Python: {fresh_venv.bin / 'python3'})" in out.stdout, out.stdout
 
@@ -264,8 +293,11 @@ def test_rebuild_only_what_changed(fresh_venv, tmp_path):
     assert "matmul 4x8x32" in (b / "small" / "morello" / "include" / "morello" / "small.hpp").read_text()[:400]
 
     # A changed generator file reruns the generators; identical header bytes recompile nothing.
-    pkg = Path(run([fresh_venv.python, "-c", "import morello_build; print(morello_build.__file__)"],
-                   env=env, cwd=b).stdout.strip()).parent
+    pkg = Path(
+        run(
+            [fresh_venv.python, "-c", "import morello_build; print(morello_build.__file__)"], env=env, cwd=b
+        ).stdout.strip()
+    ).parent
     os.utime(pkg / "ir" / "spec.py", None)
     regen = build(b, env)
     assert sorted(synthesized(regen.stdout)) == ["gemv", "small"], regen.stdout
@@ -308,11 +340,17 @@ message(STATUS "probe alias=${aliased}")
         f.write("include(probe.cmake)\n")
     out = configure(src, b, env).stdout
     for line in [
-        "probe small MORELLO_SPEC=matmul 4x8x16", "probe small MORELLO_NAME=small", "probe small MORELLO_ISA=native",
-        "probe small MORELLO_NAMESPACE=morello", "probe small MORELLO_HEADER=morello/small.hpp",
+        "probe small MORELLO_SPEC=matmul 4x8x16",
+        "probe small MORELLO_NAME=small",
+        "probe small MORELLO_ISA=native",
+        "probe small MORELLO_NAMESPACE=morello",
+        "probe small MORELLO_HEADER=morello/small.hpp",
         "probe gemv MORELLO_SPEC=matmul 1x64x48 a=f32 b=bf16:col c=f32",
-        "probe gemv MORELLO_CANONICAL_SPEC=matmul 1x64x48 b=bf16:col", "probe gemv MORELLO_NAME=gemv_k",
-        "probe gemv MORELLO_NAMESPACE=two::k", "probe gemv MORELLO_ISA=avx2", "probe alias=gemv",
+        "probe gemv MORELLO_CANONICAL_SPEC=matmul 1x64x48 b=bf16:col",
+        "probe gemv MORELLO_NAME=gemv_k",
+        "probe gemv MORELLO_NAMESPACE=two::k",
+        "probe gemv MORELLO_ISA=avx2",
+        "probe alias=gemv",
     ]:
         assert line in out, out
 
@@ -326,7 +364,8 @@ def test_install_export_downstream(two_kernels_build, tmp_path):
     assert (prefix / "include" / "morello" / "gemv.hpp").is_file()
     cmake_dir = prefix / "lib" / "cmake" / "TwoKernels"
     assert {"TwoKernelsConfig.cmake", "TwoKernelsConfigVersion.cmake", "TwoKernelsTargets.cmake"} <= {
-        p.name for p in cmake_dir.iterdir()}
+        p.name for p in cmake_dir.iterdir()
+    }
 
     # Downstream: no morello-build anywhere (plain environment), only the installed package.
     plain = clean_env()
@@ -337,8 +376,9 @@ def test_install_export_downstream(two_kernels_build, tmp_path):
     assert "app: ok" in run([tmp_path / "down" / "downstream"], env=plain).stdout
 
     # The build-tree export works the same way.
-    out = configure(down, tmp_path / "down-bt", plain, "Ninja",
-                    f"-DTwoKernels_DIR={b / 'morello' / 'packages' / 'TwoKernels'}")
+    out = configure(
+        down, tmp_path / "down-bt", plain, "Ninja", f"-DTwoKernels_DIR={b / 'morello' / 'packages' / 'TwoKernels'}"
+    )
     assert "downstream: morello::gemv spec" in out.stdout
 
 

@@ -5,6 +5,7 @@ Runs the package's own CMake config (the package directory this test imports, so
 source checkout, an editable install or a wheel) with MorelloBuild_PYTHON set to this interpreter:
 no install needed, LANGUAGES NONE, about 0.5 s per case.
 """
+
 from __future__ import annotations
 
 import os
@@ -23,34 +24,52 @@ GOOD = '"matmul 4x8x16"'
 
 CASES = {
     # id: (the call(s), substrings the error must contain)
-    "unknown_keyword": (f"morello_add_kernel(k SPEC {GOOD} FOO)", ["morello_add_kernel(k)", "unknown argument 'FOO'",
-                                                                    "NAMESPACE, ISA, DB, EXPORT; quote the spec"]),
-    "lowercase_keyword": (f"morello_add_kernel(k SPEC {GOOD} test)", ["morello_add_kernel(k)", "unknown argument 'test'"]),
-    "unquoted_spec": ("morello_add_kernel(k SPEC matmul 4x8x16)", ["morello_add_kernel(k)", "unknown argument '4x8x16'",
-                                                                   "quote the spec"]),
+    "unknown_keyword": (
+        f"morello_add_kernel(k SPEC {GOOD} FOO)",
+        ["morello_add_kernel(k)", "unknown argument 'FOO'", "NAMESPACE, ISA, DB, EXPORT; quote the spec"],
+    ),
+    "lowercase_keyword": (
+        f"morello_add_kernel(k SPEC {GOOD} test)",
+        ["morello_add_kernel(k)", "unknown argument 'test'"],
+    ),
+    "unquoted_spec": (
+        "morello_add_kernel(k SPEC matmul 4x8x16)",
+        ["morello_add_kernel(k)", "unknown argument '4x8x16'", "quote the spec"],
+    ),
     "missing_spec": ("morello_add_kernel(k NAME fn TEST)", ["morello_add_kernel(k)", "missing SPEC"]),
     "spec_without_value": ("morello_add_kernel(k TEST SPEC)", ["morello_add_kernel(k)", "SPEC needs a value"]),
     "empty_spec": ('morello_add_kernel(k SPEC " ")', ["morello_add_kernel(k)", "SPEC is empty"]),
-    "spec_twice": (f"morello_add_kernel(k SPEC {GOOD} SPEC {GOOD})", ["morello_add_kernel(k)", "SPEC given more than once"]),
+    "spec_twice": (
+        f"morello_add_kernel(k SPEC {GOOD} SPEC {GOOD})",
+        ["morello_add_kernel(k)", "SPEC given more than once"],
+    ),
     "bad_shape": ('morello_add_kernel(k SPEC "matmul 4x8")', ["morello_add_kernel(k)", "bad SPEC", "'4x8'"]),
     "bad_dtype": ('morello_add_kernel(k SPEC "matmul 4x8x16 b=bf17")', ["morello_add_kernel(k)", "bad SPEC", "bf17"]),
     "bad_layout": ('morello_add_kernel(k SPEC "matmul 4x8x16 a=f32:diag")', ["morello_add_kernel(k)", "diag"]),
     "bad_token": ('morello_add_kernel(k SPEC "matmul 4x8x16 fast")', ["morello_add_kernel(k)", "bad SPEC", "fast"]),
     "bad_op": ('morello_add_kernel(k SPEC "conv 4x8x16")', ["morello_add_kernel(k)", "bad SPEC", "conv"]),
-    "bad_isa": (f"morello_add_kernel(k SPEC {GOOD} ISA avx9)", ["morello_add_kernel(k)", "bad ISA 'avx9'",
-                                                                "native|"]),
+    "bad_isa": (f"morello_add_kernel(k SPEC {GOOD} ISA avx9)", ["morello_add_kernel(k)", "bad ISA 'avx9'", "native|"]),
     "isa_without_value": (f"morello_add_kernel(k SPEC {GOOD} ISA)", ["morello_add_kernel(k)", "ISA needs a value"]),
     "bad_name": (f"morello_add_kernel(k SPEC {GOOD} NAME 1fn)", ["morello_add_kernel(k)", "bad NAME '1fn'"]),
     "keyword_name": (f"morello_add_kernel(k SPEC {GOOD} NAME class)", ["morello_add_kernel(k)", "bad NAME 'class'"]),
-    "bad_namespace": (f"morello_add_kernel(k SPEC {GOOD} NAMESPACE a::2b)", ["morello_add_kernel(k)",
-                                                                             "bad NAMESPACE 'a::2b'"]),
+    "bad_namespace": (
+        f"morello_add_kernel(k SPEC {GOOD} NAMESPACE a::2b)",
+        ["morello_add_kernel(k)", "bad NAMESPACE 'a::2b'"],
+    ),
     "no_target": ("morello_add_kernel()", ["morello_add_kernel", "missing target name"]),
-    "keyword_as_target": (f"morello_add_kernel(SPEC {GOOD})", ["morello_add_kernel", "missing target name before 'SPEC'"]),
+    "keyword_as_target": (
+        f"morello_add_kernel(SPEC {GOOD})",
+        ["morello_add_kernel", "missing target name before 'SPEC'"],
+    ),
     "bad_target_name": (f"morello_add_kernel(a/b SPEC {GOOD})", ["morello_add_kernel(a/b)", "bad target name 'a/b'"]),
-    "existing_target": (f"add_custom_target(k)\nmorello_add_kernel(k SPEC {GOOD})",
-                        ["morello_add_kernel(k)", "a target named 'k' already exists"]),
-    "helper_name_taken": (f"add_custom_target(k_test)\nmorello_add_kernel(k SPEC {GOOD} TEST)",
-                          ["morello_add_kernel(k)", "'k_test' is already taken"]),
+    "existing_target": (
+        f"add_custom_target(k)\nmorello_add_kernel(k SPEC {GOOD})",
+        ["morello_add_kernel(k)", "a target named 'k' already exists"],
+    ),
+    "helper_name_taken": (
+        f"add_custom_target(k_test)\nmorello_add_kernel(k SPEC {GOOD} TEST)",
+        ["morello_add_kernel(k)", "'k_test' is already taken"],
+    ),
 }
 
 
@@ -59,12 +78,22 @@ def configure(tmp_path: Path, body: str, *args: str) -> subprocess.CompletedProc
     src.mkdir(exist_ok=True)
     (src / "CMakeLists.txt").write_text(
         "cmake_minimum_required(VERSION 3.23)\nproject(bad LANGUAGES NONE)\n"
-        "find_package(MorelloBuild CONFIG REQUIRED)\n" + body + "\n")
+        "find_package(MorelloBuild CONFIG REQUIRED)\n" + body + "\n"
+    )
     env = {k: v for k, v in os.environ.items() if k not in ("CMAKE_GENERATOR", "MorelloBuild_DIR")}
-    cmd = ["cmake", "-S", str(src), "-B", str(tmp_path / "build"), f"-DMorelloBuild_DIR={package_cmake_dir()}",
-           f"-DMorelloBuild_PYTHON={sys.executable}", *args]
-    return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=tmp_path,
-                          timeout=120)
+    cmd = [
+        "cmake",
+        "-S",
+        str(src),
+        "-B",
+        str(tmp_path / "build"),
+        f"-DMorelloBuild_DIR={package_cmake_dir()}",
+        f"-DMorelloBuild_PYTHON={sys.executable}",
+        *args,
+    ]
+    return subprocess.run(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=tmp_path, timeout=120
+    )
 
 
 def one_line(text: str) -> str:
@@ -84,10 +113,13 @@ def test_bad_arguments_fail_configure(tmp_path, case):
     assert "Generating done" not in out
 
 
-@pytest.mark.parametrize("package,call,expected", [
-    ("benchmark", f"morello_add_kernel(k SPEC {GOOD} BENCHMARK)", "BENCHMARK needs Google Benchmark"),
-    ("hwy", f"morello_add_kernel(k SPEC {GOOD} ISA highway)", "ISA highway needs Google Highway"),
-])
+@pytest.mark.parametrize(
+    "package,call,expected",
+    [
+        ("benchmark", f"morello_add_kernel(k SPEC {GOOD} BENCHMARK)", "BENCHMARK needs Google Benchmark"),
+        ("hwy", f"morello_add_kernel(k SPEC {GOOD} ISA highway)", "ISA highway needs Google Highway"),
+    ],
+)
 def test_missing_dependency_fails_configure(tmp_path, package, call, expected):
     p = configure(tmp_path, "enable_language(CXX)\n" + call, f"-DCMAKE_DISABLE_FIND_PACKAGE_{package}=ON")
     assert p.returncode != 0
@@ -96,11 +128,13 @@ def test_missing_dependency_fails_configure(tmp_path, package, call, expected):
 
 def test_good_arguments_configure(tmp_path):
     """The control: every keyword used correctly configures (no language: no TEST/BENCHMARK targets)."""
-    body = (f'morello_add_kernel(k-1.x SPEC "matmul 2x4x8 b=bf16:col accum" NAME fn NAMESPACE a::b ISA scalar '
-            f'DB none EXPORT Set NO_INSTALL)\n'
-            'get_target_property(n k-1.x MORELLO_NAME)\nmessage(STATUS "name=${n}")\n'
-            f"morello_add_kernel(class SPEC {GOOD})\n"
-            'get_target_property(n class MORELLO_NAME)\nmessage(STATUS "default name=${n}")\n')
+    body = (
+        f'morello_add_kernel(k-1.x SPEC "matmul 2x4x8 b=bf16:col accum" NAME fn NAMESPACE a::b ISA scalar '
+        f"DB none EXPORT Set NO_INSTALL)\n"
+        'get_target_property(n k-1.x MORELLO_NAME)\nmessage(STATUS "name=${n}")\n'
+        f"morello_add_kernel(class SPEC {GOOD})\n"
+        'get_target_property(n class MORELLO_NAME)\nmessage(STATUS "default name=${n}")\n'
+    )
     p = configure(tmp_path, "enable_language(CXX)\n" + body)
     assert p.returncode == 0, p.stdout
     assert "-- name=fn" in p.stdout and "-- default name=class_kernel" in p.stdout, p.stdout
@@ -109,14 +143,17 @@ def test_good_arguments_configure(tmp_path):
 @pytest.mark.parametrize("word", ["none", "off", "OFF", "no", "0", "false"])
 def test_db_is_disabled_by_any_false_word(tmp_path, word):
     """if(<var>) would read off/no/0 as false and silently fall back to the default per-user DB."""
-    body = ("enable_language(CXX)\n"
-            f"morello_add_kernel(own SPEC {GOOD} DB {word})\n"
-            f"morello_add_kernel(global SPEC {GOOD})\n"
-            f"morello_add_kernel(path SPEC {GOOD} DB my.db)\n")
+    body = (
+        "enable_language(CXX)\n"
+        f"morello_add_kernel(own SPEC {GOOD} DB {word})\n"
+        f"morello_add_kernel(global SPEC {GOOD})\n"
+        f"morello_add_kernel(path SPEC {GOOD} DB my.db)\n"
+    )
     p = configure(tmp_path, body, f"-DMorelloBuild_DB={word}")
     assert p.returncode == 0, p.stdout
-    args = {k: (tmp_path / "build" / "morello" / f"{k}.args").read_text().splitlines()
-            for k in ("own", "global", "path")}
+    args = {
+        k: (tmp_path / "build" / "morello" / f"{k}.args").read_text().splitlines() for k in ("own", "global", "path")
+    }
     for k in ("own", "global"):
         assert args[k][args[k].index("--db") + 1] == "none", args[k]
     assert args["path"][args["path"].index("--db") + 1] == str(tmp_path / "src" / "my.db")

@@ -5,6 +5,7 @@ registers, the CLI and threads.
 Kernel-vs-reference comparisons over a spec matrix run in cpp_tests/ (test_codegen_cpp.py); random specs
 in test_e2e_random.py. Tolerances are those of cpp_tests/check.hpp.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -80,9 +81,18 @@ def test_deterministic_bytes():
 
 
 # -- index arithmetic --------------------------------------------------------------------------------
-@pytest.mark.parametrize("layout", [row_major(), col_major(), packed(2, 16), packed(2, 8),
-                                    interleaved(row_major(), 2, 32), interleaved(row_major(), 2, 16)],
-                         ids=lambda l: l.name)
+@pytest.mark.parametrize(
+    "layout",
+    [
+        row_major(),
+        col_major(),
+        packed(2, 16),
+        packed(2, 8),
+        interleaved(row_major(), 2, 32),
+        interleaved(row_major(), 2, 16),
+    ],
+    ids=lambda l: l.name,
+)
 def test_layout_offset_matches_layout_algebra(layout):
     """Symbolic offsets of (origin + local) equal Layout.offset for every value of the loop variables."""
     rng = random.Random(0)
@@ -93,8 +103,11 @@ def test_layout_offset_matches_layout_algebra(layout):
         tile = (1, rng.randint(1, shape[1]), strip * rng.randint(1, 2))
         origin = (Affine.var("i", 1), Affine.var("j", tile[1]), Affine.var("k", tile[2]) + 0)
         for _ in range(10):
-            vals = {"i": rng.randrange(shape[0]), "j": rng.randrange(max(1, shape[1] // tile[1])),
-                    "k": rng.randrange(max(1, shape[2] // tile[2]))}
+            vals = {
+                "i": rng.randrange(shape[0]),
+                "j": rng.randrange(max(1, shape[1] // tile[1])),
+                "k": rng.randrange(max(1, shape[2] // tile[2])),
+            }
             local = (0, rng.randrange(tile[1]), rng.randrange(tile[2]))
             coord = tuple(o.const + sum(c * vals[v] for v, c in o.terms) + x for o, x in zip(origin, local))
             if any(c >= s for c, s in zip(coord, shape)):
@@ -129,13 +142,19 @@ def test_every_isa_compiles_warning_free_in_one_translation_unit(tmp_path):
     lines = []
     for i, isa in enumerate(ISAS + ["avx512"]):
         h = tmp_path / f"h{i}.hpp"
-        h.write_text(synthesize_header("matmul 3x40x5 a=bf16 b=bf16:col c=bf16", isa=isa, name=f"k{i}",
-                                       namespace=f"n{i}"))
+        h.write_text(
+            synthesize_header("matmul 3x40x5 a=bf16 b=bf16:col c=bf16", isa=isa, name=f"k{i}", namespace=f"n{i}")
+        )
         lines.append(f'#include "h{i}.hpp"')
     lines.append("int main() { return 0; }")
     (tmp_path / "t.cpp").write_text("\n".join(lines) + "\n")
-    r = subprocess.run([*cxx().split(), "-std=c++17", "-O2", "-Wall", "-Wextra", "-Werror", "-c", "t.cpp",
-                        "-o", "t.o"], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    r = subprocess.run(
+        [*cxx().split(), "-std=c++17", "-O2", "-Wall", "-Wextra", "-Werror", "-c", "t.cpp", "-o", "t.o"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     assert r.returncode == 0, r.stdout[-10000:]
 
 
@@ -175,7 +194,8 @@ def test_forced_programs_match_reference(tmp_path):
 
     def interleave_a(lanes):
         return lambda search, spec: search.apply(
-            spec, MoveOperand(0, Level.L1, interleaved(row_major(), 2, 2 * lanes), DType.F32))
+            spec, MoveOperand(0, Level.L1, interleaved(row_major(), 2, 2 * lanes), DType.F32)
+        )
 
     cases = [
         # packing copies walk the destination's strips; ragged last strips (37 = 2*16 + 5, 41 odd)
@@ -208,9 +228,13 @@ def test_first_fma_into_zeroed_registers_is_a_multiply(tmp_path):
     """A register tile that overwrites C is zeroed, then accumulated: the first trip of its k loop is
     peeled and multiplies instead (the zeroing is dead code). Tiles loaded from C keep every FMA. Checked
     against the reference, with k = 1, 2 (no loop left after the peel), primes and ragged tiles."""
-    cases = [("matmul 32x32x32 serial", "avx512", True), ("matmul 6x9x17 serial", "avx2", True),
-             ("matmul 7x2x19 serial", "avx512", True), ("matmul 5x1x23 serial", "avx2", True),
-             ("matmul 5x9x11 accum serial", "avx512", False)]
+    cases = [
+        ("matmul 32x32x32 serial", "avx512", True),
+        ("matmul 6x9x17 serial", "avx2", True),
+        ("matmul 7x2x19 serial", "avx512", True),
+        ("matmul 5x1x23 serial", "avx2", True),
+        ("matmul 5x9x11 accum serial", "avx512", False),
+    ]
     kernels = []
     for i, (spec, isa, overwrites) in enumerate(cases):
         text = synthesize_header(spec, isa=isa, name=f"z{i}", namespace="zeroed")
@@ -240,8 +264,21 @@ def test_default_pool_sizes(tmp_path, threads):
 # -- CLI -------------------------------------------------------------------------------------------
 def test_cli_synth_writes_header_only_when_changed(tmp_path):
     out = tmp_path / "sub" / "k.hpp"
-    cmd = [sys.executable, "-m", "morello_build", "synth", "matmul 2x3x4 b=bf16:col", "-o", str(out),
-           "--isa", "scalar", "--name", "mykern", "--namespace", "a::b"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "morello_build",
+        "synth",
+        "matmul 2x3x4 b=bf16:col",
+        "-o",
+        str(out),
+        "--isa",
+        "scalar",
+        "--name",
+        "mykern",
+        "--namespace",
+        "a::b",
+    ]
     r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path)
     assert r.returncode == 0, r.stdout
     text = out.read_text()
@@ -272,11 +309,21 @@ def test_highway_header_coexists_with_user_highway(tmp_path, where):
             "} }\nHWY_AFTER_NAMESPACE();\n"
         ),
     }[where]
-    src = user_block + ("#if HWY_ONCE\n" if where == "after_foreach_target" else "") + (
-        '#include "k.hpp"\nint main() { float a[80] = {}; uint16_t b[400] = {}; uint16_t c[10];\n'
-        "  morello::kernel(a, b, c); return c[0]; }\n"
-    ) + ("#endif\n" if where == "after_foreach_target" else "")
+    src = (
+        user_block
+        + ("#if HWY_ONCE\n" if where == "after_foreach_target" else "")
+        + (
+            '#include "k.hpp"\nint main() { float a[80] = {}; uint16_t b[400] = {}; uint16_t c[10];\n'
+            "  morello::kernel(a, b, c); return c[0]; }\n"
+        )
+        + ("#endif\n" if where == "after_foreach_target" else "")
+    )
     (tmp_path / "t.cpp").write_text(src)
-    r = subprocess.run([*cxx().split(), "-std=c++17", "-O2", "-Wall", "-Wextra", "-Werror", "-I.", "-c", "t.cpp",
-                        "-o", "t.o"], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    r = subprocess.run(
+        [*cxx().split(), "-std=c++17", "-O2", "-Wall", "-Wextra", "-Werror", "-I.", "-c", "t.cpp", "-o", "t.o"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     assert r.returncode == 0, r.stdout[-10000:]

@@ -9,6 +9,7 @@ AddressSanitizer + UndefinedBehaviorSanitizer, and the parallel programs under T
 The build directory is $MORELLO_CPP_TESTS_BUILD, else build/cpp_tests-pytest in the checkout (kept between
 runs: a rerun only regenerates and recompiles what changed).
 """
+
 from __future__ import annotations
 
 import os
@@ -21,10 +22,13 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
-pytestmark = [pytest.mark.skipif(
-    shutil.which("cmake") is None or shutil.which("ctest") is None or shutil.which("c++") is None,
-    reason="needs cmake, ctest and a C++ compiler",
-), pytest.mark.slow]  # slow: synthesizes and compiles the whole matrix (minutes on 2 cores)
+pytestmark = [
+    pytest.mark.skipif(
+        shutil.which("cmake") is None or shutil.which("ctest") is None or shutil.which("c++") is None,
+        reason="needs cmake, ctest and a C++ compiler",
+    ),
+    pytest.mark.slow,
+]  # slow: synthesizes and compiles the whole matrix (minutes on 2 cores)
 
 
 def _run(cmd, **kw):

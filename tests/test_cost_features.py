@@ -1,6 +1,7 @@
 """The cost model's features: each surcharge is one named count, priced by the CostTable, and every
 node's cost follows the one rule of synth/cost.py (own features · table + Σ weight × child cost).
 The tests check counts, not prices."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -129,8 +130,9 @@ def test_shared_line_counts_output_runs_of_parallel_tasks():
     # Two tasks of 64 (or 1) runs each, on two cores: each core's share is one task.
     assert columns.get("shared_line") == 64 and rows.get("shared_line") == 1
     assert columns.get("parallel_setup") == 1 and columns.get("loop_iter") == 1
-    c_tile = dataclasses.replace(spec, op=spec.op.with_operands(
-        (spec.op.a, spec.op.b.tile((1, 64, 32)), spec.op.c.tile((1, 64, 32)))))
+    c_tile = dataclasses.replace(
+        spec, op=spec.op.with_operands((spec.op.a, spec.op.b.tile((1, 64, 32)), spec.op.c.tile((1, 64, 32))))
+    )
     assert shared_lines(c_tile) == 64
 
 
@@ -156,8 +158,9 @@ def test_stride_classes_take_ways_and_save_no_l2_reuse():
     block = a.tile((1, 512, 128))
     assert l2_evicts(block, t) and not l2_evicts(a.tile((1, 64, 128)), t)
     spec = _spec("matmul 512x1024x256 accum", t)
-    body = canonicalize(Spec(Matmul(block, spec.op.b.tile((1, 128, 64)), spec.op.c.tile((1, 512, 64)), True, True),
-                             spec.limits))
+    body = canonicalize(
+        Spec(Matmul(block, spec.op.b.tile((1, 128, 64)), spec.op.c.tile((1, 512, 64)), True, True), spec.limits)
+    )
     dense = canonicalize(Spec(dataclasses.replace(body.op, a=dataclasses.replace(body.op.a, alias=0)), spec.limits))
     assert l2_reuse_lines(body, (3,), 4, t) == 0 and l2_reuse_lines(dense, (3,), 4, t) == 3 * block.lines()
 

@@ -1,4 +1,5 @@
 """The persistent synthesis DB: encoding, round trips (property), warm hits, several writers, corruption."""
+
 from __future__ import annotations
 
 import multiprocessing as mp
@@ -12,19 +13,25 @@ from hypothesis import strategies as st
 import morello_build
 from morello_build import db
 from morello_build.db import encode
-from morello_build.db.store import Store, merge_boxes
+from morello_build.db.boxes import merge_boxes
+from morello_build.db.store import Store
 from morello_build.ir.spec import parse_spec
 from morello_build.synth.search import Search, synthesize
 from morello_build.target import get_target
 
 ISA = "avx2"  # small register file: quick searches that still use every action
-SPECS = ["matmul 4x8x8", "matmul 3x5x6 b=bf16:col", "matmul 2x4x16 serial", "matmul 3x1024x2 serial"]  # the last: A rows 4 KiB apart (a stride class)
+SPECS = [
+    "matmul 4x8x8",
+    "matmul 3x5x6 b=bf16:col",
+    "matmul 2x4x16 serial",
+    "matmul 3x1024x2 serial",
+]  # the last: A rows 4 KiB apart (a stride class)
 
 
 @pytest.fixture(autouse=True, scope="module")
 def _pinned_namespace():
     """Edits of the synthesizer's sources by others during the run must not switch namespaces."""
-    from morello_build.db.store import code_fingerprint
+    from morello_build.db.sqlite import code_fingerprint
 
     old = os.environ.get("_MORELLO_DB_FINGERPRINT")
     os.environ["_MORELLO_DB_FINGERPRINT"] = code_fingerprint()
@@ -54,7 +61,8 @@ def _rects(path):
     with sqlite3.connect(path) as conn:
         return conn.execute(
             "SELECT r.id, k.text, alo, ahi, blo, bhi, clo, chi, llo, lhi, vlo, vhi, rlo, rhi, points"
-            " FROM rects r JOIN keys k ON k.id = r.klo ORDER BY r.id").fetchall()
+            " FROM rects r JOIN keys k ON k.id = r.klo ORDER BY r.id"
+        ).fetchall()
 
 
 @pytest.fixture(scope="module")
@@ -120,8 +128,10 @@ def test_every_offered_action_round_trips():
     target = get_target("avx512_bf16")
     for text in ("matmul 6x64x32 a=bf16 b=bf16:col", "matmul 1x2048x100 b=bf16:col c=bf16 serial"):
         spec = parse_spec(text).to_spec(target.limits())
-        for sub in [spec, *(s for a in enumerate_actions(spec, target)
-                            for s in getattr(a.plan(spec, target), "subspecs", ()))]:
+        for sub in [
+            spec,
+            *(s for a in enumerate_actions(spec, target) for s in getattr(a.plan(spec, target), "subspecs", ())),
+        ]:
             for action in enumerate_actions(sub, target):
                 assert decode(action.encode(sub.op), sub.op) == action
 
@@ -157,8 +167,11 @@ def test_merge_boxes_only_joins_exact_unions():
     out = sorted(map(tuple, merge_boxes(boxes)))
     # a-coordinates 0..2 at b=3 merge (4 is not adjacent; (0, 4) differs in b and cannot join a row);
     # the merged box needs the larger lower limits and spans both costs
-    assert out == [(0, 0, 4, 4, 0, 0, 0, 0, 0, 1.0, 1.0, 1), (0, 2, 3, 3, 0, 0, 4096, 0, 0, 1.0, 2.0, 3),
-                   (4, 4, 3, 3, 0, 0, 0, 0, 0, 1.0, 1.0, 1)]
+    assert out == [
+        (0, 0, 4, 4, 0, 0, 0, 0, 0, 1.0, 1.0, 1),
+        (0, 2, 3, 3, 0, 0, 4096, 0, 0, 1.0, 2.0, 3),
+        (4, 4, 3, 3, 0, 0, 0, 0, 0, 1.0, 1.0, 1),
+    ]
 
 
 # -- round trips --------------------------------------------------------------------------------------
@@ -272,7 +285,8 @@ def test_several_processes_share_one_db(tmp_path):
 
 
 def _connect_in_step(paths, barrier, results):
-    from morello_build.db.store import DBError, connect
+    from morello_build.db.sqlite import DBError, connect
+
     for path in paths:
         barrier.wait()
         try:
@@ -304,10 +318,7 @@ def test_a_killed_writer_leaves_a_usable_db(tmp_path):
     import time
 
     path = str(tmp_path / "k.db")
-    child = (
-        "import sys; from tests.test_db import _synth\n"
-        "_synth(sys.argv[1], 'matmul 64x64x64', flush_every=20)\n"
-    )
+    child = "import sys; from tests.test_db import _synth\n_synth(sys.argv[1], 'matmul 64x64x64', flush_every=20)\n"
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     proc = subprocess.Popen([sys.executable, "-c", child, path], cwd=root)
     deadline = time.monotonic() + 60

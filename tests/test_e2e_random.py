@@ -6,6 +6,7 @@ Bounded to stay fast: 8 examples, -O1, one compile per example; one search memo 
 examples (as a build's synthesis DB would be); dims 1..40 (1..16 when batched, since batch multiplies the
 sub-specs the search visits).
 """
+
 from __future__ import annotations
 
 import shutil
@@ -55,8 +56,13 @@ def user_specs(draw):
 
 
 @pytest.mark.slow  # 8 syntheses and compiles
-@settings(max_examples=8, deadline=None, derandomize=False, print_blob=True,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=8,
+    deadline=None,
+    derandomize=False,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 @given(user=user_specs(), isa=st.sampled_from(ISAS))
 def test_random_spec_end_to_end(user, isa):
     target = get_target(isa)

@@ -1,4 +1,5 @@
 """Facts carried as data: each Level's, each op definition's, and the target's (machine and ISA facts)."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -31,7 +32,11 @@ def test_level_predicates():
     assert [lv for lv in Level if not lv.parallel_tileable] == [Level.VRF, Level.RF]
     assert LIMITED_LEVELS == (Level.L1, Level.VRF, Level.RF)
     assert (Level.GL.alloc, Level.L2.alloc, Level.L1.alloc, Level.RF.alloc) == (
-        Alloc.SCRATCH, Alloc.NONE, Alloc.STACK, Alloc.REGISTERS)
+        Alloc.SCRATCH,
+        Alloc.NONE,
+        Alloc.STACK,
+        Alloc.REGISTERS,
+    )
     # Still an ordered IntEnum (moves go to faster, larger levels) that round-trips through its value.
     assert Level.GL < Level.L1 < Level.RF and Level(3) is Level.VRF and int(Level.L2) == 1
 
@@ -48,9 +53,19 @@ def test_limits_follow_the_limited_levels():
 def test_op_classes_take_their_facts_from_the_definitions():
     for cls, d in ((Matmul, MATMUL), (Move, MOVE), (Zero, ZERO)):
         assert cls.definition is d and OPS[d.kind] is d
-        assert (cls.kind, cls.iter_names, cls.operand_names, cls.outputs, cls.operand_iter_dims, cls.reduction_dims) == (
-            d.kind, d.iter_names, d.operand_names, d.outputs, d.operand_iter_dims, d.reduction_dims)
-    assert [MATMUL.operand_dim_names(i) for i in range(3)] == [("batch", "m", "k"), ("batch", "k", "n"), ("batch", "m", "n")]
+        assert (
+            cls.kind,
+            cls.iter_names,
+            cls.operand_names,
+            cls.outputs,
+            cls.operand_iter_dims,
+            cls.reduction_dims,
+        ) == (d.kind, d.iter_names, d.operand_names, d.outputs, d.operand_iter_dims, d.reduction_dims)
+    assert [MATMUL.operand_dim_names(i) for i in range(3)] == [
+        ("batch", "m", "k"),
+        ("batch", "k", "n"),
+        ("batch", "m", "n"),
+    ]
     user = UserSpec(3, 5, 7, batch=2)
     assert user.operand_shapes() == ((2, 3, 5), (2, 5, 7), (2, 3, 7))
     assert tuple(t.shape for t in user.to_spec().op.operands) == user.operand_shapes()
@@ -71,7 +86,11 @@ def test_op_semantics():
 def test_targets_carry_machine_and_isa_facts():
     for t in TARGETS.values():
         assert (t.line_bytes, t.alias_min, t.alias_max, t.l2_ways) == (
-            machine.LINE_BYTES, machine.ALIAS_MIN, machine.ALIAS_MAX, machine.L2_WAYS)
+            machine.LINE_BYTES,
+            machine.ALIAS_MIN,
+            machine.ALIAS_MAX,
+            machine.L2_WAYS,
+        )
         assert t.features - {"highway"} <= set(t.cpu_features)
         assert (t.helpers is None) == (t.lanes == 0) == (t.vtype is None) == (t.attr == "")
     avx2, bf16 = TARGETS["avx2"], TARGETS["avx512_bf16"]

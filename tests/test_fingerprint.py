@@ -1,5 +1,6 @@
 """morello_build.fingerprint: the synthesis fingerprint (DB namespaces) and the generator fingerprint (the
 Python API's header cache, CMake's DEPENDS), derived from the package's directories."""
+
 from __future__ import annotations
 
 import shutil
@@ -26,8 +27,14 @@ def _relative(files, root) -> set[str]:
 
 def test_synthesis_files_are_the_deciding_packages():
     files = _relative(fingerprint.synthesis_files(), PACKAGE_ROOT)
-    assert {"synth/overwrite.py", "synth/cost.py", "synth/search.py", "ir/spec.py", "target/kernels/outer.py",
-            "db/encode.py"} <= files
+    assert {
+        "synth/overwrite.py",
+        "synth/cost.py",
+        "synth/search.py",
+        "ir/spec.py",
+        "target/kernels/outer.py",
+        "db/encode.py",
+    } <= files
     assert any(f.startswith("synth/actions/") for f in files)  # subpackages too
     assert not any(f.startswith(("codegen/", "tools/", "check/")) for f in files)
 
@@ -67,13 +74,18 @@ def test_generator_files_cover_sources_and_nested_templates(package_copy):
     nested.parent.mkdir()
     nested.write_text("// nested\n")
     files = _relative(fingerprint.generator_files(package_copy), package_copy)
-    assert {"templates/ops/conv.hpp.j2", "templates/header.hpp.j2", "codegen/lower.py", "synth/overwrite.py",
-            "fingerprint.py"} <= files
+    assert {
+        "templates/ops/conv.hpp.j2",
+        "templates/header.hpp.j2",
+        "codegen/lower.py",
+        "synth/overwrite.py",
+        "fingerprint.py",
+    } <= files
     assert not any("__pycache__" in f for f in files)
 
 
 def test_the_db_uses_the_synthesis_fingerprint(monkeypatch):
-    from morello_build.db.store import code_fingerprint
+    from morello_build.db.sqlite import code_fingerprint
 
     monkeypatch.delenv("_MORELLO_DB_FINGERPRINT", raising=False)
     assert code_fingerprint() == fingerprint.synthesis_fingerprint()

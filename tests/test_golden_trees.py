@@ -6,6 +6,7 @@ After a deliberate change (benchmarked: see bench/README.md), rewrite them with
     MORELLO_UPDATE_GOLDEN=1 .venv/bin/python -m pytest tests/test_golden_trees.py
 and commit the diff with the figures that justify it.
 """
+
 from __future__ import annotations
 
 import os

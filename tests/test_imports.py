@@ -1,5 +1,6 @@
 """The package's import graph, read from the AST (imports at module level and inside functions alike, plus
 ``importlib.import_module("literal")``): no cycles, and the synthesis fingerprint covers what the search runs."""
+
 from __future__ import annotations
 
 import ast
@@ -10,6 +11,7 @@ from morello_build import fingerprint
 
 ROOT = Path(morello_build.__file__).resolve().parent
 PKG = "morello_build"
+
 
 def _module_name(path: Path) -> str:
     parts = path.relative_to(ROOT.parent).with_suffix("").parts
@@ -34,9 +36,14 @@ def _imported_names(tree: ast.AST, module: str, is_package: bool) -> set[str]:
                 base = ".".join(anchor + ([base] if base else []))
             names.add(base)
             names.update(f"{base}.{a.name}" for a in node.names)
-        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-              and node.func.attr == "import_module" and node.args
-              and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "import_module"
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+        ):
             names.add(node.args[0].value)
     return names
 
@@ -69,7 +76,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
         stack.append(node)
         for nxt in sorted(graph.get(node, ())):
             if state.get(nxt) == 1:
-                return stack[stack.index(nxt):] + [nxt]
+                return stack[stack.index(nxt) :] + [nxt]
             if nxt not in state:
                 found = visit(nxt)
                 if found:

@@ -1,5 +1,6 @@
 """The Impl interpreter: conversions, and that broken programs (gaps, double coverage, lost stores,
 writes to inputs) give wrong answers or errors rather than passing."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -38,8 +39,8 @@ def run_and_compare(impl, seed=0):
 
 def test_bf16_narrowing_rounds_to_nearest_even():
     one = 1.0
-    ulp = 2.0 ** -7  # bf16 spacing at 1.0
-    x = np.array([one + ulp / 2, one + 3 * ulp / 2, one + ulp / 2 + 2.0 ** -20, -(one + ulp / 2)], np.float32)
+    ulp = 2.0**-7  # bf16 spacing at 1.0
+    x = np.array([one + ulp / 2, one + 3 * ulp / 2, one + ulp / 2 + 2.0**-20, -(one + ulp / 2)], np.float32)
     y = convert(x, DType.BF16).astype(np.float64)
     assert list(y) == [one, one + 2 * ulp, one + ulp, -one]
 

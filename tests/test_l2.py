@@ -2,6 +2,7 @@
 of W columns; kernels stream each panel from an L2 view (a relabel, no copy) while the loop over the rows of
 A reuses it. Specs carry no L2 limit: each L2 view is at most an L2 block (cost.fits_l2).
 """
+
 from __future__ import annotations
 
 import re
@@ -72,10 +73,20 @@ def test_l2_views_of_b_panels_compile_and_match_the_reference(isa, tmp_path):
     w = max(t.lanes, 1)
     kernels = []
     for i, (text, kc, nb) in enumerate((("matmul 37x300x70", 128, 2 * w), ("matmul 13x129x33 b=bf16", 64, w))):
+
         def panels(s):
-            return S.move(s, "b", "GL", layout=S.packed(2, w), dtype="f32", target=t,
-                          body=lambda p: S.tile_out(p, (p.op.c.shape[1], nb), target=t,
-                                                    body=lambda q: S.move(q, "b", "L2", target=t)))
+            return S.move(
+                s,
+                "b",
+                "GL",
+                layout=S.packed(2, w),
+                dtype="f32",
+                target=t,
+                body=lambda p: S.tile_out(
+                    p, (p.op.c.shape[1], nb), target=t, body=lambda q: S.move(q, "b", "L2", target=t)
+                ),
+            )
+
         impl = S.split(text, kc, target=t, body=panels)
         assert [m for m in _moves(impl) if m.buffer.level == Level.L2 and m.view], "no L2 view in the program"
         kernels.append((text, emit_header(parse_spec(text), impl, t, name=f"k{i}", namespace="l2v"), "l2v", f"k{i}"))
@@ -83,10 +94,13 @@ def test_l2_views_of_b_panels_compile_and_match_the_reference(isa, tmp_path):
     assert res.ok, res.output
 
 
-@pytest.mark.parametrize("text, layout, why", [
-    ("matmul 8x64x40", None, "an L2 view of 64 strided runs is not modelled"),  # rows of a wider B
-    ("matmul 8x64x32", "row", "L2 holds views only"),
-])
+@pytest.mark.parametrize(
+    "text, layout, why",
+    [
+        ("matmul 8x64x40", None, "an L2 view of 64 strided runs is not modelled"),  # rows of a wider B
+        ("matmul 8x64x32", "row", "L2 holds views only"),
+    ],
+)
 def test_schedule_explains_a_refused_l2_move(text, layout, why):
     from morello_build.synth import schedule as S
 
@@ -107,8 +121,13 @@ def test_memo_entries_for_l2_specs_are_feasible_under_smaller_l1_limits():
     """L2 views take nothing from the limits: a program found for a B panel in L2 under some L1 limit is
     rebuilt under any smaller limit above its peaks (the memo's rule), like any other."""
     t = AVX512
-    op = Matmul(TensorSpec((1, 12, 256), DType.F32, row_major()), _panel(256, 64, Level.L2),
-                TensorSpec((1, 12, 64), DType.F32, row_major()), accum=True, serial=True)
+    op = Matmul(
+        TensorSpec((1, 12, 256), DType.F32, row_major()),
+        _panel(256, 64, Level.L2),
+        TensorSpec((1, 12, 64), DType.F32, row_major()),
+        accum=True,
+        serial=True,
+    )
     big = Search(t).best(Spec(op, t.limits()))
     small = Search(t).best(Spec(op, MemoryLimits(*big.peaks)))
     assert small is not None and round(small.cost, 6) == round(big.cost, 6)

@@ -1,5 +1,6 @@
 """Layouts: every logical coordinate gets its own offset inside the buffer, the C offset expression agrees,
 and contiguity / cache-line / unit-stride estimates hold on known cases and on random tiles."""
+
 from __future__ import annotations
 
 import itertools

@@ -1,5 +1,6 @@
 """Peeled k loops: the overwriting first slice derived from an accumulating program ignores what C
 held before, costs no more, and the search uses it so that large matmuls never zero C in memory."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -14,14 +15,17 @@ from morello_build.target import TARGETS
 
 
 @pytest.mark.parametrize("isa", ["avx2", "avx512", "avx512_bf16"])
-@pytest.mark.parametrize("text", [
-    "matmul 7x13x19 serial",  # ragged everywhere
-    "matmul 1x1x1 serial",
-    "matmul 6x64x33 serial",
-    pytest.param("matmul 30x40x50 a=bf16 b=bf16 c=bf16 serial", marks=pytest.mark.slow),  # ~20 s per ISA
-    "matmul 2x37x24 b=bf16:col serial",
-    "matmul 3x4x5 batch=2 a=f32:col b=bf16 c=f32:col serial",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "matmul 7x13x19 serial",  # ragged everywhere
+        "matmul 1x1x1 serial",
+        "matmul 6x64x33 serial",
+        pytest.param("matmul 30x40x50 a=bf16 b=bf16 c=bf16 serial", marks=pytest.mark.slow),  # ~20 s per ISA
+        "matmul 2x37x24 b=bf16:col serial",
+        "matmul 3x4x5 batch=2 a=f32:col b=bf16 c=f32:col serial",
+    ],
+)
 def test_overwriting_program_ignores_the_old_output(text, isa):
     target = TARGETS[isa]
     spec = parse_spec(text + " accum").to_spec(target.limits())

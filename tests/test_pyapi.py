@@ -12,6 +12,7 @@ very inputs the kernel got (bf16 inputs widened exactly),
     |kernel - exact| <= 1e-5 * sqrt(K) * S            (f32 accumulation, any summation order)
                       + 2^-8 * |exact|                 (only when c is bf16: one rounding of the output).
 """
+
 from __future__ import annotations
 
 import itertools
@@ -60,13 +61,13 @@ def _combo_specs() -> list[str]:
 
 COMBO_SPECS = _combo_specs()
 AWKWARD_SPECS = [
-    "matmul 7x13x29",                                           # primes, f32
-    "matmul 1x100x17 b=bf16:col",                                # GEMV, gemma's layout, K and N not /16
-    "matmul 1x256x40 b=bf16:col",                                # the flagship's shape family, small
-    "matmul 31x2x37 c=bf16:col accum",                          # bf16 output, accumulate
-    "matmul 1x256x2048 b=bf16:col",                              # has a parallel loop (thread pool)
-    "matmul 1x37x3000 a=bf16 b=bf16",                           # GEMV, KxN weights in row runs (peeled k by 8)
-    "matmul 1x1x1 a=bf16 b=bf16 c=bf16",                         # all ones, all bf16
+    "matmul 7x13x29",  # primes, f32
+    "matmul 1x100x17 b=bf16:col",  # GEMV, gemma's layout, K and N not /16
+    "matmul 1x256x40 b=bf16:col",  # the flagship's shape family, small
+    "matmul 31x2x37 c=bf16:col accum",  # bf16 output, accumulate
+    "matmul 1x256x2048 b=bf16:col",  # has a parallel loop (thread pool)
+    "matmul 1x37x3000 a=bf16 b=bf16",  # GEMV, KxN weights in row runs (peeled k by 8)
+    "matmul 1x1x1 a=bf16 b=bf16 c=bf16",  # all ones, all bf16
     "matmul 5x2x1 a=bf16:col b=bf16:col c=bf16:col batch=2 accum",
 ]
 ALL_SPECS = COMBO_SPECS + AWKWARD_SPECS
@@ -283,8 +284,9 @@ def test_concurrent_builds_are_safe(kernels, pyapi_cache_dir, tmp_path):
     )
     env = dict(os.environ, MORELLO_CACHE_DIR=str(fresh))
     procs = [
-        subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         text=True)
+        subprocess.Popen(
+            [sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
         for _ in range(2)
     ]
     outs = [p.communicate(timeout=120) for p in procs]

@@ -1,4 +1,5 @@
 """The manual scheduling API: pinned outer levels plus synthesis compute the spec; bad actions raise."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -25,8 +26,13 @@ def check(impl, seed=0):
 def test_pinned_parallel_tile_and_move_then_synthesis():
     t = AVX512
     spec = S.to_spec("matmul 4x32x32 b=bf16:col", t)
-    impl = S.tile_out(spec, (2, 16), parallel=True, target=t,
-                      body=lambda s: S.move(s, "b", "L1", layout=S.packed(2, 16), dtype="f32", target=t))
+    impl = S.tile_out(
+        spec,
+        (2, 16),
+        parallel=True,
+        target=t,
+        body=lambda s: S.move(s, "b", "L1", layout=S.packed(2, 16), dtype="f32", target=t),
+    )
     assert isinstance(impl, Loop) and impl.parallel and impl.tile == (1, 2, 32, 16)
     inner = impl.regions[0].body
     assert isinstance(inner, MoveImpl) and inner.buffer.level == Level.L1 and not inner.view
@@ -49,12 +55,26 @@ def test_full_manual_schedule_scalar():
     spec = S.to_spec("matmul 2x3x2", t)
 
     def mac(s):  # c (RF) += a * b, with a and b loaded into registers
-        return S.move(s, "a", "RF", target=t, body=lambda s2: S.move(
-            s2, "b", "RF", target=t, body=lambda s3: S.select(s3, "mac_scalar", t)))
+        return S.move(
+            s,
+            "a",
+            "RF",
+            target=t,
+            body=lambda s2: S.move(s2, "b", "RF", target=t, body=lambda s3: S.select(s3, "mac_scalar", t)),
+        )
 
-    impl = S.tile_out(spec, (1, 1), target=t, body=lambda s: S.move(
-        s, "c", "RF", target=t, body=lambda s1: S.to_accum(
-            s1, target=t, body=lambda s2: S.split(s2, 1, target=t, body=mac))))
+    impl = S.tile_out(
+        spec,
+        (1, 1),
+        target=t,
+        body=lambda s: S.move(
+            s,
+            "c",
+            "RF",
+            target=t,
+            body=lambda s1: S.to_accum(s1, target=t, body=lambda s2: S.split(s2, 1, target=t, body=mac)),
+        ),
+    )
     check(impl)
     # The hand schedule is a valid program, so it cannot beat the search's optimum.
     assert S.synthesize(spec, t).cost <= impl.cost + 1e-9
@@ -89,9 +109,23 @@ def test_spec_strings_and_isa_names_accepted():
 def test_select_kernel_leaf():
     t = SCALAR
     spec = S.to_spec("matmul 1x1x1", t)
-    impl = S.move(spec, "c", "RF", target=t, body=lambda s: S.to_accum(s, target=t, body=lambda s1: S.move(
-        s1, "a", "RF", target=t, body=lambda s2: S.move(s2, "b", "RF", target=t,
-                                                         body=lambda s3: S.select(s3, "mac_scalar", t)))))
+    impl = S.move(
+        spec,
+        "c",
+        "RF",
+        target=t,
+        body=lambda s: S.to_accum(
+            s,
+            target=t,
+            body=lambda s1: S.move(
+                s1,
+                "a",
+                "RF",
+                target=t,
+                body=lambda s2: S.move(s2, "b", "RF", target=t, body=lambda s3: S.select(s3, "mac_scalar", t)),
+            ),
+        ),
+    )
     k = impl
     while not isinstance(k, Kernel):
         k = k.body
@@ -116,8 +150,10 @@ def test_select_kernel_leaf():
         (lambda s, t: S.select(s, "vload", t), "implements a move"),
         (lambda s, t: S.select(s, "mac_scalar", t), "does not apply"),
         (lambda s, t: S.select(s, "dot_bf16_dp", t), "lacks"),
-        (lambda s, t: S.tile_out(s, (2, 2), target=t, body=lambda c: S.synthesize("matmul 1x1x1", t)),
-         "body must return a program"),
+        (
+            lambda s, t: S.tile_out(s, (2, 2), target=t, body=lambda c: S.synthesize("matmul 1x1x1", t)),
+            "body must return a program",
+        ),
     ],
 )
 def test_invalid_actions_raise(call, match):
@@ -175,8 +211,12 @@ def test_actions_say_why_they_do_not_apply():
         (Tile((1, 4, 2, 4), parallel=True), acc, t, "parallel-split"),
         (Tile((1, 2, 2, 4)), spec, t, "peel-tiles-k-only"),
         (Tile((1, 4, 2, 4)), c_in_vrf, t, "peel-in-registers"),
-        (Tile((1, 4, 2, 4)), S.to_spec("matmul 4x4x4 c=bf16", TARGETS["avx512_bf16"]), TARGETS["avx512_bf16"],
-         "rounds-partial-sums"),
+        (
+            Tile((1, 4, 2, 4)),
+            S.to_spec("matmul 4x4x4 c=bf16", TARGETS["avx512_bf16"]),
+            TARGETS["avx512_bf16"],
+            "rounds-partial-sums",
+        ),
         (ToAccum(), acc, t, "accumulates"),
         (ToAccum(), MoveOperand(2, Level.VRF).plan(acc, t).subspecs[0], t, "not-matmul"),
         (Select("nope"), spec, t, "unknown-kernel"),
@@ -211,9 +251,21 @@ def test_no_parallel_loop_over_registers():
     with pytest.raises(ValueError, match="serial"):
         S.move(spec, "c", "VRF", target=t, body=lambda s: S.tile_out(s, (2, 32), parallel=True, target=t))
     with pytest.raises(ValueError, match="serial"):
-        S.move(S.to_spec("matmul 2x2x1 accum", SCALAR), "c", "RF", target=SCALAR,
-               body=lambda s: S.tile_out(s, (1, 1), parallel=True, target=SCALAR))
+        S.move(
+            S.to_spec("matmul 2x2x1 accum", SCALAR),
+            "c",
+            "RF",
+            target=SCALAR,
+            body=lambda s: S.tile_out(s, (1, 1), parallel=True, target=SCALAR),
+        )
     # A packed L1 buffer is ordinary memory: a parallel loop over it is allowed.
-    impl = S.move(S.to_spec("matmul 4x32x32 b=bf16:col", t), "b", "L1", layout=S.packed(2, 16), dtype="f32",
-                  target=t, body=lambda s: S.tile_out(s, (2, 32), parallel=True, target=t))
+    impl = S.move(
+        S.to_spec("matmul 4x32x32 b=bf16:col", t),
+        "b",
+        "L1",
+        layout=S.packed(2, 16),
+        dtype="f32",
+        target=t,
+        body=lambda s: S.tile_out(s, (2, 32), parallel=True, target=t),
+    )
     check(impl)

@@ -1,5 +1,6 @@
 """The search: synthesized programs compute their spec exactly, more memory never hurts, determinism,
 the DP equals an exhaustive enumeration on tiny specs, and "no program fits" is a clear error."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -112,9 +113,15 @@ limits_st = st.builds(
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
-    st.builds(UserSpec, m=st.integers(1, 5), k=st.integers(1, 5), n=st.integers(1, 5),
-              dtypes=st.tuples(*[st.sampled_from([DType.F32, DType.BF16])] * 3),
-              layouts=st.tuples(*[st.sampled_from(["row", "col"])] * 3), accum=st.booleans()),
+    st.builds(
+        UserSpec,
+        m=st.integers(1, 5),
+        k=st.integers(1, 5),
+        n=st.integers(1, 5),
+        dtypes=st.tuples(*[st.sampled_from([DType.F32, DType.BF16])] * 3),
+        layouts=st.tuples(*[st.sampled_from(["row", "col"])] * 3),
+        accum=st.booleans(),
+    ),
     st.sampled_from(ISAS),
     limits_st,
     st.tuples(st.sampled_from([0, 4096, 16384]), st.sampled_from([0, 64, 512]), st.sampled_from([0, 4, 16])),
@@ -198,7 +205,9 @@ def test_dp_equals_exhaustive(text, isa, limits):
     dp = Search(target).best(spec)
     ex, count = exhaustive_best(spec, target)
     assert count > 0 and ex is not None and dp is not None
-    assert dp.cost == pytest.approx(ex.cost, rel=1e-9, abs=1e-9), f"{count} programs\nDP:\n{format_tree(dp)}\nexhaustive:\n{format_tree(ex)}"
+    assert dp.cost == pytest.approx(ex.cost, rel=1e-9, abs=1e-9), (
+        f"{count} programs\nDP:\n{format_tree(dp)}\nexhaustive:\n{format_tree(ex)}"
+    )
     unpruned = Search(target, prune=False).best(spec)
     assert unpruned.cost == pytest.approx(dp.cost, rel=1e-9, abs=1e-9)
     check_computes(dp)
@@ -207,10 +216,16 @@ def test_dp_equals_exhaustive(text, isa, limits):
 
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
-    st.builds(UserSpec, m=st.integers(1, 5), k=st.integers(1, 5), n=st.integers(1, 5),
-              dtypes=st.tuples(*[st.sampled_from([DType.F32, DType.BF16])] * 3),
-              layouts=st.tuples(*[st.sampled_from(["row", "col"])] * 3),
-              batch=st.integers(1, 2), accum=st.booleans()),
+    st.builds(
+        UserSpec,
+        m=st.integers(1, 5),
+        k=st.integers(1, 5),
+        n=st.integers(1, 5),
+        dtypes=st.tuples(*[st.sampled_from([DType.F32, DType.BF16])] * 3),
+        layouts=st.tuples(*[st.sampled_from(["row", "col"])] * 3),
+        batch=st.integers(1, 2),
+        accum=st.booleans(),
+    ),
     st.sampled_from(ISAS),
 )
 def test_pruning_never_changes_the_answer(user, isa):
@@ -257,9 +272,15 @@ def test_memo_order_does_not_change_the_answer():
 
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
-    st.builds(UserSpec, m=st.integers(1, 4), k=st.integers(1, 4), n=st.integers(1, 4),
-              dtypes=st.tuples(*[st.sampled_from([DType.F32, DType.BF16])] * 3),
-              layouts=st.tuples(*[st.sampled_from(["row", "col"])] * 3), accum=st.booleans()),
+    st.builds(
+        UserSpec,
+        m=st.integers(1, 4),
+        k=st.integers(1, 4),
+        n=st.integers(1, 4),
+        dtypes=st.tuples(*[st.sampled_from([DType.F32, DType.BF16])] * 3),
+        layouts=st.tuples(*[st.sampled_from(["row", "col"])] * 3),
+        accum=st.booleans(),
+    ),
     st.sampled_from(("scalar", "avx2", "avx512")),
     st.lists(limits_st, min_size=2, max_size=3),
 )
@@ -327,13 +348,21 @@ def test_stores_into_main_memory_pay_the_write_back():
     reg = TensorSpec((1, 1, 16), DType.F32, packed(2, 16), Level.VRF, 4, 16)
     from morello_build.synth.cost import Features
 
-    cost = {lv: BY_NAME["vstore"].cost(Move(reg, TensorSpec((1, 1, 16), DType.F32, row_major(), lv)), target)
-            for lv in (Level.GL, Level.L1)}
+    cost = {
+        lv: BY_NAME["vstore"].cost(Move(reg, TensorSpec((1, 1, 16), DType.F32, row_major(), lv)), target)
+        for lv in (Level.GL, Level.L1)
+    }
     assert cost[Level.GL] == cost[Level.L1] + Features.of(gl_line=1)
 
 
-@pytest.mark.parametrize("text", ["matmul 1x2048x16384 a=f32 b=bf16:col c=f32", "matmul 1x2048x16384 a=bf16 b=bf16:col",
-                                  "matmul 1x2048x2048 b=f32:col"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "matmul 1x2048x16384 a=f32 b=bf16:col c=f32",
+        "matmul 1x2048x16384 a=bf16 b=bf16:col",
+        "matmul 1x2048x2048 b=f32:col",
+    ],
+)
 def test_gemv_weights_in_main_memory_are_read_one_column_at_a_time(text):
     """Interleaved main-memory streams cost more than one sequential stream (the prefetchers follow one:
     the flagship ran at 0.59 of a read sweep with 4 columns side by side, 0.93 with one), so the dot
@@ -373,8 +402,11 @@ def test_gemv_weights_stored_k_by_n_are_read_in_page_long_row_runs(text):
     target, k = TARGETS["avx512_bf16"], 2
     spec = parse_spec(text).to_spec(target.limits())
     impl, _ = synthesize(spec, target)
-    stepping_k = [n for n in walk(impl) if isinstance(n, Loop) and n.spec.op.kind == "matmul" and k in n.dims
-                  and n.spec.op.b.level == Level.GL]
+    stepping_k = [
+        n
+        for n in walk(impl)
+        if isinstance(n, Loop) and n.spec.op.kind == "matmul" and k in n.dims and n.spec.op.b.level == Level.GL
+    ]
     assert stepping_k, format_tree(impl)
     for loop in stepping_k:
         b = operand_tiles(loop.spec.op, loop.tile)[1]
@@ -404,9 +436,14 @@ def test_bf16_output_in_memory_is_never_split_along_k():
         assert isinstance(split.plan(parse_spec(text).to_spec(target.limits()), target), Plan) == allowed, text
     with pytest.raises(ValueError, match="round the partial sums to bf16"):
         S.split("matmul 8x600x20 a=bf16 b=bf16 c=bf16", 64, target=target)
-    in_registers = S.move("matmul 6x600x16 a=bf16 b=bf16 c=bf16", "c", "VRF", target=target,
-                          body=lambda s: S.to_accum(s, target=target, body=lambda t: S.split(t, 64, target=target)))
+    in_registers = S.move(
+        "matmul 6x600x16 a=bf16 b=bf16 c=bf16",
+        "c",
+        "VRF",
+        target=target,
+        body=lambda s: S.to_accum(s, target=target, body=lambda t: S.split(t, 64, target=target)),
+    )
     rng = np.random.default_rng(3)
     a, b = (rng.standard_normal(t.shape).astype(np.float32) for t in in_registers.spec.op.operands[:2])
     got, want = interpret(in_registers, a, b), reference(in_registers.spec, a, b)
-    np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=2 ** -7, atol=1e-3)
+    np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=2**-7, atol=1e-3)

@@ -1,5 +1,6 @@
 """Specs: the spec string grammar (round trip, one-line errors naming the bad token), canonical forms,
 immutability and hashing."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -129,10 +130,18 @@ def test_spec_error_is_value_error():
 
 
 # -- canonical forms ------------------------------------------------------------------------------------
-layouts = st.sampled_from([
-    row_major(), col_major(), packed(2, 4), packed(2, 8), packed(1, 4),
-    interleaved(row_major(), 2, 8), interleaved(row_major(), 2, 4), interleaved(col_major(), 1, 4),
-])
+layouts = st.sampled_from(
+    [
+        row_major(),
+        col_major(),
+        packed(2, 4),
+        packed(2, 8),
+        packed(1, 4),
+        interleaved(row_major(), 2, 8),
+        interleaved(row_major(), 2, 4),
+        interleaved(col_major(), 1, 4),
+    ]
+)
 shapes = st.tuples(st.integers(1, 3), st.integers(1, 12), st.integers(1, 12))
 
 
@@ -141,8 +150,15 @@ def tensor_specs(draw):
     shape = draw(shapes)
     layout = draw(layouts)
     level = draw(st.sampled_from(list(Level)))
-    t = TensorSpec(shape, draw(st.sampled_from(list(DType))), layout, level, len(layout.digits),
-                   draw(st.sampled_from([None, 8, 16])), draw(st.sampled_from([0, 4096, 8192])))
+    t = TensorSpec(
+        shape,
+        draw(st.sampled_from(list(DType))),
+        layout,
+        level,
+        len(layout.digits),
+        draw(st.sampled_from([None, 8, 16])),
+        draw(st.sampled_from([0, 4096, 8192])),
+    )
     # Then take a random tile of it (tiles carry the contiguity they inherit).
     tile = tuple(draw(st.integers(1, s)) for s in shape)
     return draw(st.sampled_from([t, t.tile(tile)]))

@@ -1,4 +1,5 @@
 """`morello-build vendor`: headers plus a manifest into a source tree, and --check for staleness."""
+
 from __future__ import annotations
 
 import hashlib
@@ -97,30 +98,42 @@ def test_check_against_changed_spec(tmp_path, capsys):
 
 def test_manifest_input(tmp_path):
     spec_file = tmp_path / "kernels.json"
-    spec_file.write_text(json.dumps({"kernels": [
-        {"name": "gemv", "namespace": "gemma", "spec": GEMV, "isa": "scalar"},
-        SMALL,  # a bare spec string: default name
-        {"spec": "matmul 2x2x2 accum", "header": "sub/acc.hpp", "name": "acc"},
-    ]}))
+    spec_file.write_text(
+        json.dumps(
+            {
+                "kernels": [
+                    {"name": "gemv", "namespace": "gemma", "spec": GEMV, "isa": "scalar"},
+                    SMALL,  # a bare spec string: default name
+                    {"spec": "matmul 2x2x2 accum", "header": "sub/acc.hpp", "name": "acc"},
+                ]
+            }
+        )
+    )
     out = tmp_path / "v"
     assert vendor("--out", out, "--manifest", spec_file) == 0
     assert (out / "gemv.hpp").is_file() and (out / "matmul_2x4x8.hpp").is_file() and (out / "sub" / "acc.hpp").is_file()
     kernels = json.loads((out / MANIFEST_NAME).read_text())["kernels"]
     assert [(k["name"], k["namespace"], k["header"]) for k in kernels] == [
-        ("gemv", "gemma", "gemv.hpp"), ("matmul_2x4x8", "morello", "matmul_2x4x8.hpp"), ("acc", "morello", "sub/acc.hpp")]
+        ("gemv", "gemma", "gemv.hpp"),
+        ("matmul_2x4x8", "morello", "matmul_2x4x8.hpp"),
+        ("acc", "morello", "sub/acc.hpp"),
+    ]
     assert kernels[0]["isa"] == "scalar"
     assert vendor("--out", out, "--check", "--manifest", spec_file) == 0
 
 
-@pytest.mark.parametrize("args,message", [
-    (["matmul 4x8"], "bad spec token '4x8'"),
-    (["--name", "k", SMALL, GEMV], "--name needs exactly one SPEC"),
-    (["--name", "1k", SMALL], "kernel name '1k' is not a valid C++ identifier"),
-    (["--namespace", "a::", SMALL], "namespace 'a::' is not a valid C++ namespace"),
-    (["--isa", "avx9", SMALL], "unknown ISA 'avx9'"),
-    (["--manifest", "/nonexistent/kernels.json"], "cannot read manifest /nonexistent/kernels.json"),
-    ([], "nothing to vendor"),
-])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["matmul 4x8"], "bad spec token '4x8'"),
+        (["--name", "k", SMALL, GEMV], "--name needs exactly one SPEC"),
+        (["--name", "1k", SMALL], "kernel name '1k' is not a valid C++ identifier"),
+        (["--namespace", "a::", SMALL], "namespace 'a::' is not a valid C++ namespace"),
+        (["--isa", "avx9", SMALL], "unknown ISA 'avx9'"),
+        (["--manifest", "/nonexistent/kernels.json"], "cannot read manifest /nonexistent/kernels.json"),
+        ([], "nothing to vendor"),
+    ],
+)
 def test_user_errors_are_one_line(tmp_path, capsys, args, message):
     assert vendor("--out", tmp_path / "v", *args) == 2
     err = capsys.readouterr().err
@@ -130,8 +143,9 @@ def test_user_errors_are_one_line(tmp_path, capsys, args, message):
 
 def test_two_kernels_one_header_is_an_error(tmp_path, capsys):
     spec_file = tmp_path / "k.json"
-    spec_file.write_text(json.dumps([{"spec": SMALL, "name": "a", "header": "x.hpp"},
-                                     {"spec": GEMV, "name": "b", "header": "x.hpp"}]))
+    spec_file.write_text(
+        json.dumps([{"spec": SMALL, "name": "a", "header": "x.hpp"}, {"spec": GEMV, "name": "b", "header": "x.hpp"}])
+    )
     assert vendor("--out", tmp_path / "v", "--manifest", spec_file) == 2
     assert "two kernels write x.hpp" in capsys.readouterr().err
 
@@ -141,6 +155,9 @@ def test_vendored_headers_compile_together(tmp_path):
     out = tmp_path / "v"
     assert vendor("--out", out, SMALL, GEMV) == 0
     src = tmp_path / "use.cpp"
-    src.write_text('#include "matmul_2x4x8.hpp"\n#include "matmul_1x16x16_b_bf16_col.hpp"\n'
-                   "int main() { return morello::matmul_2x4x8_supported() && morello::matmul_1x16x16_b_bf16_col_supported() ? 0 : 1; }\n")
+    src.write_text(
+        '#include "matmul_2x4x8.hpp"\n#include "matmul_1x16x16_b_bf16_col.hpp"\n'
+        "int main() { return morello::matmul_2x4x8_supported()"
+        " && morello::matmul_1x16x16_b_bf16_col_supported() ? 0 : 1; }\n"
+    )
     subprocess.run(["g++", "-std=c++17", "-fsyntax-only", "-Wall", "-I", str(out), str(src)], check=True)

@@ -18,6 +18,7 @@ The semantics are applied exactly, node by node:
 Inputs are passed down as read-only views, so a program that writes an input raises. At every node the
 arrays must have the shapes and dtypes of the node's spec.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -99,8 +100,9 @@ def tile_origins(loop: Loop, region) -> list[tuple[int, ...]]:
     for d, rem in zip(loop.dims, region.remainder):
         q = full[d] // tile[d]
         first = region.start
-        per_dim.append([q * tile[d]] if rem else
-                       [i * tile[d] for i in range(first, first + loop.main_trips(region, d))])
+        per_dim.append(
+            [q * tile[d]] if rem else [i * tile[d] for i in range(first, first + loop.main_trips(region, d))]
+        )
     origins = []
     for combo in itertools.product(*per_dim):
         o = [0] * len(full)
@@ -173,8 +175,10 @@ def interpret(impl, *arrays) -> np.ndarray:
         if i in op.outputs and not op.accum:
             inputs.append(np.full(t.shape, np.nan, dtype=np_dtype(t.dtype)))
         elif x is None:
-            raise ValueError(f"{op.kind}: operand {name} is needed" + (" (the initial value of an accumulating"
-                             " spec's output)" if i in op.outputs else ""))
+            raise ValueError(
+                f"{op.kind}: operand {name} is needed"
+                + (" (the initial value of an accumulating spec's output)" if i in op.outputs else "")
+            )
         else:
             inputs.append(prep(x, t))
     execute(impl, inputs)

@@ -3,6 +3,7 @@
 Not used by the generator itself. ``check_headers`` puts several kernels in one translation unit (their
 runtimes and ISA helpers are shared through include guards), compiles it once and runs every check.
 """
+
 from __future__ import annotations
 
 import os
@@ -25,8 +26,16 @@ def cxx() -> str:
     return os.environ.get("CXX", "g++")
 
 
-def check_headers(kernels, workdir: Path, *, opt: str = "-O1", extra_flags=(), env=None,
-                  check_dir: Path = CHECK_DIR, timeout: float = 600) -> Checked:
+def check_headers(
+    kernels,
+    workdir: Path,
+    *,
+    opt: str = "-O1",
+    extra_flags=(),
+    env=None,
+    check_dir: Path = CHECK_DIR,
+    timeout: float = 600,
+) -> Checked:
     """kernels: [(spec string, header text, namespace, name)]. Writes, compiles, runs; returns the result."""
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
@@ -42,12 +51,26 @@ def check_headers(kernels, workdir: Path, *, opt: str = "-O1", extra_flags=(), e
     src = workdir / "check_main.cpp"
     src.write_text("\n".join(lines))
     exe = workdir / "check_main"
-    cmd = [*cxx().split(), "-std=c++17", opt, "-Wall", "-Wextra", "-Werror", f"-I{check_dir}", f"-I{workdir}",
-           *extra_flags, str(src), "-o", str(exe), "-pthread"]
+    cmd = [
+        *cxx().split(),
+        "-std=c++17",
+        opt,
+        "-Wall",
+        "-Wextra",
+        "-Werror",
+        f"-I{check_dir}",
+        f"-I{workdir}",
+        *extra_flags,
+        str(src),
+        "-o",
+        str(exe),
+        "-pthread",
+    ]
     r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout)
     if r.returncode:
         return Checked(False, f"compile failed: {' '.join(cmd)}\n{r.stdout[-20000:]}")
     run_env = dict(os.environ, **(env or {}))
-    r = subprocess.run([str(exe)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=run_env,
-                       timeout=timeout)
+    r = subprocess.run(
+        [str(exe)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=run_env, timeout=timeout
+    )
     return Checked(r.returncode == 0, r.stdout[-20000:])

@@ -8,6 +8,7 @@ ir/ops.py), which extends ``templates/header.hpp.j2`` with the op's contract and
 - the kernel body, lowered from the Impl tree by :mod:`morello_build.codegen.lower`.
 Output is a pure function of (spec, program, target, name, namespace): same inputs, same bytes.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -88,7 +89,9 @@ def _operands(user: UserSpec) -> tuple[_Operand, ...]:
     op = user.definition
     return tuple(
         _Operand(name, dt.ctype, _operand_desc(dt, lay, shape, op.operand_dim_names(i)), i not in op.outputs)
-        for i, (name, dt, lay, shape) in enumerate(zip(op.operand_names, user.dtypes, user.layouts, user.operand_shapes()))
+        for i, (name, dt, lay, shape) in enumerate(
+            zip(op.operand_names, user.dtypes, user.layouts, user.operand_shapes())
+        )
     )
 
 
@@ -98,8 +101,9 @@ def _reference_context(user: UserSpec, rt: str) -> dict:
     f32 ``acc`` into it."""
     op = user.definition
     index, load, store = {}, {}, {}
-    for name, dt, lay, shape, dims in zip(op.operand_names, user.dtypes, user.layouts, user.operand_shapes(),
-                                          op.operand_iter_dims):
+    for name, dt, lay, shape, dims in zip(
+        op.operand_names, user.dtypes, user.layouts, user.operand_shapes(), op.operand_iter_dims
+    ):
         index[name] = NAMED[lay].c_offset(tuple(op.cxx_vars[j] for j in dims), shape)
         element = f"{name}[{index[name]}]"
         bf16 = dt == DType.BF16
@@ -126,44 +130,70 @@ def emit_header(user: UserSpec, impl, target, *, name: str = "kernel", namespace
 
     helper_libs = []
     if target.helpers:
-        helper_libs.append(_render(
-            f"isa_{target.helpers}.hpp.j2", rt=rt, rt_guard=rt_guard,
-            avx2_attr=TARGETS["avx2"].target_attr, avx512_attr=TARGETS["avx512"].target_attr,
-            hwy_attr=TARGETS["highway"].target_attr,
-        ).rstrip("\n"))
+        helper_libs.append(
+            _render(
+                f"isa_{target.helpers}.hpp.j2",
+                rt=rt,
+                rt_guard=rt_guard,
+                avx2_attr=TARGETS["avx2"].target_attr,
+                avx512_attr=TARGETS["avx512"].target_attr,
+                hwy_attr=TARGETS["highway"].target_attr,
+            ).rstrip("\n")
+        )
 
     tasks = _parallel_tasks(impl) if parallel else None
     if parallel:
-        threads_doc = (f"the program has a parallel loop of {tasks} tasks. {name}({args}) runs them on a "
-                       "persistent std::thread pool\n// (MORELLO_NUM_THREADS overrides its size); "
-                       f"{name}({args}, pf) hands them to your parallel-for.")
-        default_doc = ("the tasks run on a persistent std::thread pool\n// (function-local static, sized to "
-                       "std::thread::hardware_concurrency(), overridden by the environment\n// variable "
-                       "MORELLO_NUM_THREADS; the calling thread works too).")
+        threads_doc = (
+            f"the program has a parallel loop of {tasks} tasks. {name}({args}) runs them on a "
+            "persistent std::thread pool\n// (MORELLO_NUM_THREADS overrides its size); "
+            f"{name}({args}, pf) hands them to your parallel-for."
+        )
+        default_doc = (
+            "the tasks run on a persistent std::thread pool\n// (function-local static, sized to "
+            "std::thread::hardware_concurrency(), overridden by the environment\n// variable "
+            "MORELLO_NUM_THREADS; the calling thread works too)."
+        )
     else:
         threads_doc = f"the program is serial: {name}({args}) runs on the calling thread."
         default_doc = "the program is serial and runs on the calling thread."
     dp_note = None
     if any(ln.strip().startswith("//") is False and "dp_bf16(" in ln for ln in body):
-        dp_note = ("vdpbf16ps (dot_bf16_dp) adds pairs of exact bf16 products and treats subnormal inputs"
-                   " and outputs as zero.")
+        dp_note = (
+            "vdpbf16ps (dot_bf16_dp) adds pairs of exact bf16 products and treats subnormal inputs and outputs as zero."
+        )
 
     tree = format_tree(impl).splitlines()
     guard = "MORELLO_GEN_" + re.sub(r"[^0-9A-Za-z]", "_", f"{namespace}_{name}").upper() + "_HPP"
     return _render(
         user.definition.header_template,
-        qualified=f"{namespace}::{name}", name=name, namespace=namespace, version=__version__, spec=spec,
-        isa=target.isa, target_attr=target.target_attr, accum=user.accum,
-        operands=operands, no_overlap=", ".join(names[:-1]) + " and " + names[-1],
+        qualified=f"{namespace}::{name}",
+        name=name,
+        namespace=namespace,
+        version=__version__,
+        spec=spec,
+        isa=target.isa,
+        target_attr=target.target_attr,
+        accum=user.accum,
+        operands=operands,
+        no_overlap=", ".join(names[:-1]) + " and " + names[-1],
         dims_decl=", ".join(f"{d} = {e}" for d, e in zip(user.definition.iter_names, user.iter_shape)),
-        params=", ".join(o.param() for o in operands), restrict_params=", ".join(o.param(" __restrict") for o in operands),
-        args=args, **_reference_context(user, rt),
-        dp_note=dp_note, threads_doc=threads_doc, default_doc=default_doc,
+        params=", ".join(o.param() for o in operands),
+        restrict_params=", ".join(o.param(" __restrict") for o in operands),
+        args=args,
+        **_reference_context(user, rt),
+        dp_note=dp_note,
+        threads_doc=threads_doc,
+        default_doc=default_doc,
         tasks_doc=f"{tasks} tasks, one per output tile" if parallel else "",
-        cost_units="cost-model units, about cycles on one core", tree=tree, guard=guard,
+        cost_units="cost-model units, about cycles on one core",
+        tree=tree,
+        guard=guard,
         runtime=_render("runtime.hpp.j2", rt=rt, rt_guard=rt_guard, version=__version__).rstrip("\n"),
-        helper_libs=helper_libs, helpers=target.helpers, rt=rt,
+        helper_libs=helper_libs,
+        helpers=target.helpers,
+        rt=rt,
         cpu_features=target.cpu_features,
         fn_attr=(target.attr + "\n") if target.attr else "",
-        parallel=parallel, body=body,
+        parallel=parallel,
+        body=body,
     )

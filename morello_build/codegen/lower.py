@@ -9,6 +9,7 @@ Loops whose variables would index a register array are unrolled here, at generat
 every register index is a constant and the compiler keeps the arrays in registers. Other loops are
 emitted as C loops; the outermost parallel loop goes through the parallel-for callable.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -203,8 +204,7 @@ class Lowerer:
         op = node.spec.op
         full = op.iter_shape
         touches_registers = any(
-            b.level.is_register and any(d in node.dims for d in op.operand_iter_dims[i])
-            for i, b in enumerate(binds)
+            b.level.is_register and any(d in node.dims for d in op.operand_iter_dims[i]) for i, b in enumerate(binds)
         )
         parallel = node.parallel and not touches_registers and self.register_scope == 0
         if node.parallel and not parallel:

@@ -13,6 +13,7 @@ Location: ``--db PATH``, else ``$MORELLO_DB``, else ``$XDG_CACHE_HOME/morello-bu
 (``~/.cache/...``); ``none`` disables it. Entry points: ``open_db`` (the search's store), ``stats``,
 ``verify``, ``rebuild``, ``prune``, ``default_path``, ``resolve_path``.
 """
+
 from __future__ import annotations
 
 import os
@@ -20,16 +21,20 @@ import random
 import sqlite3
 from pathlib import Path
 
-from morello_build.db.store import (
-    DBError,
-    Store,
-    code_fingerprint,
-    connect,
-    namespace_id,
-)
+from morello_build.db.sqlite import DBError, code_fingerprint, connect, namespace_id
+from morello_build.db.store import Store
 
 __all__ = [
-    "DBError", "Store", "NullStore", "default_path", "cache_path", "resolve_path", "open_db", "stats", "verify", "rebuild",
+    "DBError",
+    "Store",
+    "NullStore",
+    "default_path",
+    "cache_path",
+    "resolve_path",
+    "open_db",
+    "stats",
+    "verify",
+    "rebuild",
     "prune",
 ]
 
@@ -59,8 +64,10 @@ def resolve_path(arg: str | None, warn=None) -> str | None:
     if warn is not None and not arg and not os.environ.get("MORELLO_DB"):
         problem = _unwritable(Path(path))
         if problem:
-            warn(f"the synthesis DB cache {path} is unusable ({problem}); synthesizing without it "
-                 "(set MORELLO_DB or pass --db to choose another)")
+            warn(
+                f"the synthesis DB cache {path} is unusable ({problem}); synthesizing without it "
+                "(set MORELLO_DB or pass --db to choose another)"
+            )
             return None
     return path
 
@@ -102,7 +109,7 @@ def _disk_bytes(path) -> int:
 
 
 def _wrapped(path, fn):
-    from morello_build.db.store import _wrap
+    from morello_build.db.sqlite import _wrap
 
     try:
         return fn()
@@ -113,7 +120,9 @@ def _wrapped(path, fn):
 def _ns_figures(conn, ns):
     return conn.execute(
         "SELECT count(*), coalesce(sum(r.points), 0), count(DISTINCT r.klo) FROM rects r"
-        " JOIN keys k ON k.id = r.klo WHERE k.ns = ?", (ns,)).fetchone()
+        " JOIN keys k ON k.id = r.klo WHERE k.ns = ?",
+        (ns,),
+    ).fetchone()
 
 
 def stats(path, target) -> str:
@@ -132,8 +141,9 @@ def _stats(conn, path, target) -> str:
     import morello_build
 
     lines = [f"synthesis DB {path}: {_disk_bytes(path):,} bytes on disk"]
-    lines.append(f"namespace: target {target.isa}, morello-build {morello_build.__version__}, "
-                 f"code {code_fingerprint()}")
+    lines.append(
+        f"namespace: target {target.isa}, morello-build {morello_build.__version__}, code {code_fingerprint()}"
+    )
     rects, specs, keys = _ns_figures(conn, ns) if ns is not None else (0, 0, 0)
     ratio = f"{specs / rects:.2f}" if rects else "-"
     lines.append(f"  specs covered:     {specs:,} (synthesized specs the rectangles answer)")
@@ -141,14 +151,17 @@ def _stats(conn, path, target) -> str:
     lines.append(f"  compression ratio: {ratio} specs per rectangle")
     run = conn.execute(
         "SELECT spec, top_hit, lookups, hits, misses, stale, puts, skipped, seconds, datetime(started, 'unixepoch')"
-        " FROM runs WHERE ns IS ? ORDER BY id DESC LIMIT 1", (ns,)).fetchone()
+        " FROM runs WHERE ns IS ? ORDER BY id DESC LIMIT 1",
+        (ns,),
+    ).fetchone()
     if run:
         spec, top, lookups, hits, misses, stale, puts, skipped, secs, when = run
         rate = f"{100.0 * hits / lookups:.1f}%" if lookups else "-"
         lines.append(
             f"  last run ({when} UTC, {secs:.2f} s): hit rate {rate} ({hits:,} hits, {misses:,} misses"
             f" of {lookups:,} lookups), top-level {'hit' if top else 'miss'}, {puts:,} results written"
-            + (f", {stale:,} stale" if stale else "") + (f", {skipped:,} not stored" if skipped else "")
+            + (f", {stale:,} stale" if stale else "")
+            + (f", {skipped:,} not stored" if skipped else "")
         )
         lines.append(f"    top-level spec: {spec}")
     else:
@@ -156,8 +169,9 @@ def _stats(conn, path, target) -> str:
     total = conn.execute("SELECT count(*) FROM rects").fetchone()[0]
     if total > rects:
         others = conn.execute("SELECT count(*) FROM ns WHERE id IS NOT ?", (ns,)).fetchone()[0]
-        lines.append(f"other namespaces (other targets or versions, not used here): {others}, "
-                     f"{total - rects:,} rectangles")
+        lines.append(
+            f"other namespaces (other targets or versions, not used here): {others}, {total - rects:,} rectangles"
+        )
     return "\n".join(lines)
 
 
@@ -170,18 +184,25 @@ def verify(path, target, sample: int = 20, seed: int = 0) -> tuple[bool, str]:
     try:
         problems = _wrapped(path, lambda: [r[0] for r in conn.execute("PRAGMA integrity_check")])
         if problems != ["ok"]:
-            from morello_build.db.store import corrupt
+            from morello_build.db.sqlite import corrupt
 
             raise corrupt(path, "integrity check: " + "; ".join(problems[:3]))
         ns = namespace_id(conn, target, create=False)
-        rows = _wrapped(path, lambda: conn.execute(
-            "SELECT r.id, k.text, alo, ahi, blo, bhi, clo, chi, llo, lhi, vlo, vhi, rlo, rhi FROM rects r"
-            " JOIN keys k ON k.id = r.klo WHERE k.ns IS ? ORDER BY r.id", (ns,)).fetchall())
+        rows = _wrapped(
+            path,
+            lambda: conn.execute(
+                "SELECT r.id, k.text, alo, ahi, blo, bhi, clo, chi, llo, lhi, vlo, vhi, rlo, rhi FROM rects r"
+                " JOIN keys k ON k.id = r.klo WHERE k.ns IS ? ORDER BY r.id",
+                (ns,),
+            ).fetchall(),
+        )
     finally:
         conn.close()
     if not rows:
-        return True, (f"synthesis DB {path}: integrity ok; no entries for target {target.isa} with this "
-                      "morello-build version and code (other namespaces are not used; see `db stats`)")
+        return True, (
+            f"synthesis DB {path}: integrity ok; no entries for target {target.isa} with this "
+            "morello-build version and code (other namespaces are not used; see `db stats`)"
+        )
     rng = random.Random(seed)
     picked = rng.sample(rows, min(sample, len(rows)))
     bad = []
@@ -190,8 +211,10 @@ def verify(path, target, sample: int = 20, seed: int = 0) -> tuple[bool, str]:
         ok, why = check_point(path, target, spec)
         if not ok:
             bad.append(f"rectangle {row[0]} at {spec.describe()} {spec.limits.as_tuple()}: {why}")
-    lines = [f"synthesis DB {path}: integrity ok; {len(picked)} of {len(rows):,} rectangles re-derived, "
-             f"{len(picked) - len(bad)} agree with fresh synthesis"]
+    lines = [
+        f"synthesis DB {path}: integrity ok; {len(picked)} of {len(rows):,} rectangles re-derived, "
+        f"{len(picked) - len(bad)} agree with fresh synthesis"
+    ]
     lines += [f"  MISMATCH {b}" for b in bad]
     return not bad, "\n".join(lines)
 
@@ -250,19 +273,23 @@ def rebuild(path, target=None) -> str:
         except FileNotFoundError:
             pass
     connect(path).close()
-    return (f"rebuilt synthesis DB {path}: now empty (discarded {old:,} bytes); "
-            "kernels are synthesized again, and stored, by the next builds that need them")
+    return (
+        f"rebuilt synthesis DB {path}: now empty (discarded {old:,} bytes); "
+        "kernels are synthesized again, and stored, by the next builds that need them"
+    )
 
 
 def prune(path, target) -> str:
     """Delete the rectangles of other namespaces (other targets, older versions or code) and compact."""
     conn = connect(path, create=False)
     try:
+
         def run():
             ns = namespace_id(conn, target, create=False)
             conn.execute("BEGIN IMMEDIATE")
-            gone = conn.execute("SELECT count(*) FROM rects WHERE klo IN (SELECT id FROM keys WHERE ns IS NOT ?)",
-                                (ns,)).fetchone()[0]
+            gone = conn.execute(
+                "SELECT count(*) FROM rects WHERE klo IN (SELECT id FROM keys WHERE ns IS NOT ?)", (ns,)
+            ).fetchone()[0]
             conn.execute("DELETE FROM rects WHERE klo IN (SELECT id FROM keys WHERE ns IS NOT ?)", (ns,))
             conn.execute("DELETE FROM keys WHERE ns IS NOT ?", (ns,))
             conn.execute("DELETE FROM runs WHERE ns IS NOT ?", (ns,))
@@ -270,6 +297,7 @@ def prune(path, target) -> str:
             conn.execute("COMMIT")
             conn.execute("VACUUM")
             return gone
+
         gone = _wrapped(path, run)
     finally:
         conn.close()

@@ -1,5 +1,6 @@
 """Boxes of the synthesis DB (store.py): shape ranges and lower memory limits answered by one decision,
 and how boxes of one key, decision and upper limits merge without claiming an unsynthesized shape."""
+
 from __future__ import annotations
 
 
@@ -8,7 +9,8 @@ from __future__ import annotations
 def covers(a, b) -> bool:
     """Whether box a answers every point of box b (same decision and upper limits assumed)."""
     return all(a[2 * d] <= b[2 * d] and b[2 * d + 1] <= a[2 * d + 1] for d in range(3)) and all(
-        a[i] <= b[i] for i in (6, 7, 8))
+        a[i] <= b[i] for i in (6, 7, 8)
+    )
 
 
 def union(a, b):

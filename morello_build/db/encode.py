@@ -15,6 +15,7 @@ synth/actions/) relative to the spec's shape where that matters (``F``: a tile d
 extent) so that one decision can answer neighbouring shapes: ``K:<kernel>``, ``T:s|p:<tile dims>``,
 ``M:<operand>:<level>:<layout|->:<dtype|->``, ``A`` (to-accumulate), and ``-`` (no program fits).
 """
+
 from __future__ import annotations
 
 from functools import lru_cache
@@ -65,8 +66,9 @@ def _tensor_from(text: str, shape) -> TensorSpec:
     for part in digits.split(";") if digits else ():
         dim, div, mod = part.split(".")
         ds.append(Digit(int(dim), int(div), int(mod) if mod else None))
-    return TensorSpec(shape, DType(dtype), Layout(tuple(ds)), Level(int(level)), int(contig),
-                      int(vs) if vs else None, int(alias))
+    return TensorSpec(
+        shape, DType(dtype), Layout(tuple(ds)), Level(int(level)), int(contig), int(vs) if vs else None, int(alias)
+    )
 
 
 @lru_cache(maxsize=1 << 16)

@@ -1,52 +1,23 @@
-"""The SQLite store: an R*Tree of rectangles of identical decisions, shared safely between processes.
+"""The Store: the search's persistent memo in the synthesis DB (schema and connections: sqlite.py).
 
-Schema (``SCHEMA`` below; bump ``SCHEMA_VERSION`` on any change):
-- ``meta``: schema version and the generator version that created the file.
-- ``ns``: one namespace per (ISA, generator version, code fingerprint). Results of other namespaces are
-  never read: a new version or an edited synthesizer starts from an empty namespace.
-- ``keys``: table keys (see encode.py) per namespace; ``decisions``: decision strings.
-- ``rects``: ``rtree_i32`` over (key, shape coordinate 1..3, L1 bytes) with the VRF and RF byte ranges,
-  the decision, the range of cost per unit of iteration volume (a sanity check on replay) and the number
-  of synthesized specs merged into the rectangle as auxiliary columns (an R*Tree indexes at most five dimensions).
-- ``runs``: per store session: lookups, hits, misses, results written (for ``db stats``).
-
-Concurrency: WAL journal, a long busy timeout, and results buffered in memory and written in short
-``BEGIN IMMEDIATE`` transactions (every ``flush_every`` results and at close). Readers never block.
+Results are buffered in memory and written in short ``BEGIN IMMEDIATE`` transactions (every
+``flush_every`` results and at close); a result is stored as a rectangle of identical decisions, merged
+with its neighbours (boxes.py).
 """
+
 from __future__ import annotations
 
 import os
 import sqlite3
 import time
-from pathlib import Path
 
-import morello_build
 from morello_build.db import encode
 from morello_build.db.boxes import covers, merge_boxes, union
-from morello_build.fingerprint import synthesis_fingerprint
+from morello_build.db.sqlite import _wrap, connect, namespace_id
 
-SCHEMA_VERSION = 2
-BUSY_TIMEOUT_S = 120.0
 FLUSH_EVERY = 2000
 FLUSH_SECONDS = 5.0
 UNBOUNDED = 2**31 - 1  # upper limit of a box open upwards (rtree_i32 coordinates are 32-bit)
-
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta(name TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS ns(
-    id INTEGER PRIMARY KEY, isa TEXT NOT NULL, version TEXT NOT NULL, fingerprint TEXT NOT NULL,
-    created REAL NOT NULL, UNIQUE(isa, version, fingerprint));
-CREATE TABLE IF NOT EXISTS keys(id INTEGER PRIMARY KEY, ns INTEGER NOT NULL, text TEXT NOT NULL,
-    UNIQUE(ns, text));
-CREATE TABLE IF NOT EXISTS decisions(id INTEGER PRIMARY KEY, text TEXT NOT NULL UNIQUE);
-CREATE VIRTUAL TABLE IF NOT EXISTS rects USING rtree_i32(
-    id, klo, khi, alo, ahi, blo, bhi, clo, chi, llo, lhi,
-    +vlo, +vhi, +rlo, +rhi, +decision, +nlo, +nhi, +points);
-CREATE TABLE IF NOT EXISTS runs(
-    id INTEGER PRIMARY KEY, ns INTEGER NOT NULL, started REAL NOT NULL, seconds REAL NOT NULL,
-    pid INTEGER NOT NULL, spec TEXT, top_hit INTEGER, lookups INTEGER NOT NULL, hits INTEGER NOT NULL,
-    misses INTEGER NOT NULL, stale INTEGER NOT NULL, puts INTEGER NOT NULL, skipped INTEGER NOT NULL);
-"""
 
 _FIND = (
     "SELECT decision, nlo, nhi FROM rects WHERE klo<=?1 AND khi>=?1 AND alo<=?2 AND ahi>=?2 AND blo<=?3"
@@ -59,130 +30,6 @@ _NEIGHBOURS = (
     " WHERE klo=?1 AND khi=?1 AND lhi=?2 AND vhi=?3 AND rhi=?4 AND decision=?5"
     " AND alo<=?7+1 AND ahi>=?6-1 AND blo<=?9+1 AND bhi>=?8-1 AND clo<=?11+1 AND chi>=?10-1"
 )
-
-
-class DBError(ValueError):
-    """The DB file is unusable (corrupt, from an incompatible schema, locked too long): one-line message."""
-
-
-def recovery(path) -> str:
-    return f"delete it or run `morello-build db rebuild --db {path}`"
-
-
-def corrupt(path, why: str) -> DBError:
-    return DBError(f"synthesis DB {path} is corrupt ({why}); {recovery(path)}")
-
-
-def _wrap(path, e: sqlite3.Error) -> DBError:
-    msg = str(e)
-    if "locked" in msg or "busy" in msg:
-        return DBError(f"synthesis DB {path} stayed locked by another process for {BUSY_TIMEOUT_S:.0f} s ({msg})")
-    if "readonly" in msg or "read-only" in msg or "unable to open" in msg:
-        return DBError(f"cannot write synthesis DB {path} ({msg}); pass --db PATH or --db none")
-    return corrupt(path, msg)
-
-
-def code_fingerprint() -> str:
-    """fingerprint.synthesis_fingerprint(): an edited synthesizer never reuses stale decisions.
-    (``_MORELLO_DB_FINGERPRINT`` overrides it: tests pin it while others edit the tree.)"""
-    return os.environ.get("_MORELLO_DB_FINGERPRINT") or synthesis_fingerprint()
-
-
-def check_header(path: Path) -> None:
-    """Refuse garbage and truncated files before SQLite sees them (it may not notice until later)."""
-    try:
-        size = path.stat().st_size
-    except FileNotFoundError:
-        return
-    if size == 0:
-        return  # SQLite treats an empty file as a new database
-    with open(path, "rb") as f:
-        head = f.read(100)
-    if len(head) < 100 or not head.startswith(b"SQLite format 3\x00"):
-        raise corrupt(path, "file is not a database")
-    page = int.from_bytes(head[16:18], "big")
-    page = 65536 if page == 1 else page
-    pages = int.from_bytes(head[28:32], "big")
-    valid = head[24:28] == head[92:96] and pages > 0
-    wal = Path(str(path) + "-wal")
-    wal_live = wal.exists() and wal.stat().st_size > 0
-    if valid and pages * page > size and not wal_live:
-        raise corrupt(path, f"truncated: {size:,} of {pages * page:,} bytes")
-
-
-def connect(path, *, create: bool = True) -> sqlite3.Connection:
-    path = Path(path)
-    if create:
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            raise DBError(f"cannot create synthesis DB {path}: {e.strerror} ({e.filename}); "
-                          "pass another --db PATH, or --db none") from None
-    check_header(path)
-    try:
-        conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_S, isolation_level=None)
-        conn.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
-        conn.execute("PRAGMA synchronous=NORMAL")
-        row = _retry_while_locked(lambda: _schema_row(conn))
-    except sqlite3.Error as e:
-        raise _wrap(path, e) from None
-    if row[0] != str(SCHEMA_VERSION):
-        conn.close()
-        raise DBError(
-            f"synthesis DB {path} has schema {row[0]}, this morello-build {morello_build.__version__} "
-            f"needs schema {SCHEMA_VERSION}; {recovery(path)}"
-        )
-    return conn
-
-
-def _schema_row(conn: sqlite3.Connection):
-    """The stored schema version, creating the tables (in WAL mode) in a new file."""
-    try:
-        row = conn.execute("SELECT value FROM meta WHERE name='schema'").fetchone()
-    except sqlite3.OperationalError as e:
-        if "no such table" not in str(e):
-            raise
-        row = None
-    if row is not None:
-        return row
-    if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
-        conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        for stmt in SCHEMA.split(";"):
-            if stmt.strip():
-                conn.execute(stmt)
-        conn.execute("INSERT OR IGNORE INTO meta VALUES('schema', ?)", (str(SCHEMA_VERSION),))
-        conn.execute("INSERT OR IGNORE INTO meta VALUES('created_by', ?)", (morello_build.__version__,))
-        conn.execute("COMMIT")
-    except sqlite3.Error:
-        conn.execute("ROLLBACK")
-        raise
-    return conn.execute("SELECT value FROM meta WHERE name='schema'").fetchone()
-
-
-def _retry_while_locked(step):
-    """Run ``step``, again while another process holds the file: SQLite answers a journal-mode change
-    (two builds creating one DB at once) with "locked" at once, without waiting on the busy timeout."""
-    deadline = time.monotonic() + BUSY_TIMEOUT_S
-    while True:
-        try:
-            return step()
-        except sqlite3.OperationalError as e:
-            msg = str(e).lower()
-            if ("locked" not in msg and "busy" not in msg) or time.monotonic() > deadline:
-                raise
-            time.sleep(0.02)
-
-
-def namespace_id(conn, target, create: bool = True) -> int | None:
-    args = (target.isa, morello_build.__version__, code_fingerprint())
-    row = conn.execute("SELECT id FROM ns WHERE isa=? AND version=? AND fingerprint=?", args).fetchone()
-    if row is None and create:
-        conn.execute("INSERT OR IGNORE INTO ns(isa, version, fingerprint, created) VALUES(?,?,?,?)",
-                     args + (time.time(),))
-        row = conn.execute("SELECT id FROM ns WHERE isa=? AND version=? AND fingerprint=?", args).fetchone()
-    return row[0] if row else None
 
 
 def _cost_matches(cost: float, nlo: float, nhi: float, volume: int) -> bool:
@@ -290,8 +137,9 @@ class Store:
             self.skipped += 1
             return
         text = encode.action_text(action, spec.op)
-        self._pending.append((key, text, hi, [coords[0], coords[0], coords[1], coords[1], coords[2], coords[2],
-                                               *lo, ncost, ncost, 1]))
+        self._pending.append(
+            (key, text, hi, [coords[0], coords[0], coords[1], coords[1], coords[2], coords[2], *lo, ncost, ncost, 1])
+        )
         if len(self._pending) >= self.flush_every or time.monotonic() - self._last_flush > FLUSH_SECONDS:
             self.flush()
 
@@ -363,8 +211,10 @@ class Store:
             for rid, *other in rows:
                 if covers(other, box):
                     if other[9] > box[9] or other[10] < box[10]:  # widen its cost range
-                        self.conn.execute("UPDATE rects SET nlo=?, nhi=? WHERE id=?",
-                                          (min(other[9], box[9]), max(other[10], box[10]), rid))
+                        self.conn.execute(
+                            "UPDATE rects SET nlo=?, nhi=? WHERE id=?",
+                            (min(other[9], box[9]), max(other[10], box[10]), rid),
+                        )
                     return None  # already stored (another process found it too)
                 merged = union(box, other)
                 if merged is not None:
@@ -385,9 +235,20 @@ class Store:
                 self.conn.execute(
                     "INSERT INTO runs(ns, started, seconds, pid, spec, top_hit, lookups, hits, misses, stale,"
                     " puts, skipped) VALUES(?,?,?,?,?,?,?,?,?,?,?,?)",
-                    (self.ns, self._started, time.time() - self._started, os.getpid(), self.top_spec,
-                     None if self.top_hit is None else int(self.top_hit), self.lookups, self.hits,
-                     self.misses, self.stale, self.puts, self.skipped),
+                    (
+                        self.ns,
+                        self._started,
+                        time.time() - self._started,
+                        os.getpid(),
+                        self.top_spec,
+                        None if self.top_hit is None else int(self.top_hit),
+                        self.lookups,
+                        self.hits,
+                        self.misses,
+                        self.stale,
+                        self.puts,
+                        self.skipped,
+                    ),
                 )
         except sqlite3.Error as e:
             raise _wrap(self.path, e) from None

@@ -7,6 +7,7 @@ coefficient is a multiple of the strip they divide by (the search never cuts a s
 other variables' ranges keep them inside the strip (copy loops walk a packed layout strip by strip);
 else they become C expressions.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -66,8 +67,7 @@ class Affine:
 
     def _split(self, div: int):
         """(terms whose coefficient is a multiple of div, the other terms)."""
-        return (tuple((v, c) for v, c in self.terms if c % div == 0),
-                tuple((v, c) for v, c in self.terms if c % div))
+        return (tuple((v, c) for v, c in self.terms if c % div == 0), tuple((v, c) for v, c in self.terms if c % div))
 
     def c(self) -> str:
         parts = []

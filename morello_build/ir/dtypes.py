@@ -1,4 +1,5 @@
 """Element types of tensors."""
+
 from __future__ import annotations
 
 from enum import Enum

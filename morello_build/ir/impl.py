@@ -10,6 +10,7 @@ Each node carries ``features``, the named counts of its own work (its children's
   only relabel GL data as L1-resident (no copy).
 - ``Accum``: zero the output, then run the accumulating body.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

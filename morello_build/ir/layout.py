@@ -6,6 +6,7 @@ covers row/col-major (one digit per dim, permuted), packed panels (``n // 16`` o
 innermost) and odd/even interleaved strips (``k // 32``, ``k % 2``, ``(k // 2) % 16``), so offsets,
 contiguity and cache-line estimates are computed once for all of them.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -126,7 +127,7 @@ class Layout:
 
     def contiguous_run(self, tile: tuple[int, ...], contig: int) -> int:
         """Elements of the longest dense run of a tile (product of its dense innermost digits)."""
-        digits = self.digits[len(self.digits) - contig:] if contig else ()
+        digits = self.digits[len(self.digits) - contig :] if contig else ()
         return max(1, prod(self._digit_extent(d, tile) for d in digits))
 
     def cache_lines(self, tile: tuple[int, ...], contig: int, elem_bytes: int) -> int:

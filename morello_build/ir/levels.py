@@ -1,5 +1,6 @@
 """Memory levels, each carrying its facts (registers or memory, cache, limited by specs, allocation),
 so that code asks a level instead of listing levels in tuples."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

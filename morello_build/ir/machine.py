@@ -5,6 +5,7 @@ so line counts, stride classes and the canonical form use these values. Every x8
 ``Target`` (target/__init__.py) carries each as a field and refuses values that differ, so a target
 with another line size or alias period would first have to pass its values to the spec algebra.
 """
+
 from __future__ import annotations
 
 LINE_BYTES = 64  # a cache line (layout.cache_lines, TensorSpec.lines)

@@ -11,6 +11,7 @@ also says how the header presents it: the C++ loop variable of each iteration di
 Adding an op: its record here, its Spec class in spec.py (which takes these facts from the record), its
 kernels in target/; for a user-level op also its spec grammar and header template.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

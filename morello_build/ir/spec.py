@@ -5,6 +5,7 @@ A spec is the operation (Matmul, Move or Zero) plus the memory still available a
 operations' facts are op definitions (ops.py), the levels' facts live on the levels (levels.py), and the
 memory-system values the spec algebra needs before a target is chosen are in machine.py.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields, replace
@@ -34,7 +35,8 @@ class TensorSpec:
 
     def __post_init__(self):
         object.__setattr__(
-            self, "_hash",
+            self,
+            "_hash",
             hash((self.shape, self.dtype, self.layout, self.level, self.contig, self.vector_size, self.alias)),
         )
 
@@ -93,8 +95,6 @@ def _lines(t: TensorSpec) -> int:
 @lru_cache(maxsize=1 << 18)
 def _runs(t: TensorSpec) -> int:
     return -(-_elements(t) // t.layout.contiguous_run(t.shape, t.contig))
-
-
 
 
 def alias_stride(run_stride_bytes: int) -> int:
@@ -207,9 +207,7 @@ LIMITED_LEVELS = tuple(lv for lv in Level if lv.limited)  # in MemoryLimits' (an
 
 def operand_tiles(op, iter_shape) -> tuple[TensorSpec, ...]:
     """Each operand's tile for a tile ``iter_shape`` of the op's iteration space."""
-    return tuple(
-        t.tile(tuple(iter_shape[j] for j in dims)) for t, dims in zip(op.operands, op.operand_iter_dims)
-    )
+    return tuple(t.tile(tuple(iter_shape[j] for j in dims)) for t, dims in zip(op.operands, op.operand_iter_dims))
 
 
 @dataclass(frozen=True, order=True)

@@ -23,6 +23,7 @@ kernel reads as one of several streams counts one ``gl_line`` and one ``gl_inter
 around it may count the run it starts (``gl_short_run``); ``l2_reuse_line`` refunds part of the
 ``gl_line`` of lines that later trips find in L2.
 """
+
 from __future__ import annotations
 
 from dataclasses import fields, replace
@@ -182,8 +183,7 @@ def l2_reuse_lines(body, dims, trips: int, target) -> int:
     if trips < 2 or sum(t.bytes for _, t in gl) > target.l2_bytes:
         return 0
     invariant = sum(
-        t.lines() for i, t in gl
-        if not any(d in dims for d in op.operand_iter_dims[i]) and not l2_evicts(t, target)
+        t.lines() for i, t in gl if not any(d in dims for d in op.operand_iter_dims[i]) and not l2_evicts(t, target)
     )
     return (trips - 1) * invariant
 

@@ -7,6 +7,7 @@ registers, the overwriting one zeroes the registers instead, and an inner loop o
 turn. The derived nodes keep their own features, and their costs are derived again by the one rule
 (cost.recost): the derived program saves the loads it drops.
 """
+
 from __future__ import annotations
 
 from dataclasses import replace

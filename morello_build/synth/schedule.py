@@ -22,6 +22,7 @@ and the rest synthesized::
 ``spec`` may be a ``Spec``, a spec string or a ``UserSpec`` (placed at main memory with the target's
 limits); ``target`` a ``Target`` or an ISA name.
 """
+
 from __future__ import annotations
 
 from typing import Callable
@@ -43,8 +44,18 @@ from morello_build.target import Target, get_target
 Builder = Callable[[Spec], object]
 
 __all__ = [
-    "to_spec", "tile_out", "split", "move", "to_accum", "select", "synthesize",
-    "packed", "interleaved", "row_major", "col_major", "clear_cache",
+    "to_spec",
+    "tile_out",
+    "split",
+    "move",
+    "to_accum",
+    "select",
+    "synthesize",
+    "packed",
+    "interleaved",
+    "row_major",
+    "col_major",
+    "clear_cache",
 ]
 
 _SEARCHES: dict[Target, Search] = {}

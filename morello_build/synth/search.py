@@ -4,6 +4,7 @@ The best program for a spec is the cheapest (see ``cost.better``) over every act
 each sub-spec solved recursively once. Actions are enumerated in a fixed order and ties keep the first,
 so the result is deterministic.
 """
+
 from __future__ import annotations
 
 import sys
@@ -57,9 +58,7 @@ class Search:
     def _lookup(self, spec: Spec):
         q = spec.limits.as_tuple()
         for limits, impl in self.memo.get(spec.op, ()):
-            if all(a <= b for a, b in zip(q, limits)) and (
-                impl is None or all(p <= a for p, a in zip(impl.peaks, q))
-            ):
+            if all(a <= b for a, b in zip(q, limits)) and (impl is None or all(p <= a for p, a in zip(impl.peaks, q))):
                 return True, impl
         return False, None
 
@@ -98,8 +97,9 @@ class Search:
                 return None
             children.append(child)
             if budget is not None and self.prune and i + 1 < len(plan.subspecs):
-                partial = Plan(plan.subspecs[i + 1:], plan.build, plan.weights and plan.weights[i + 1:],
-                               plan.own_cost)
+                partial = Plan(
+                    plan.subspecs[i + 1 :], plan.build, plan.weights and plan.weights[i + 1 :], plan.own_cost
+                )
                 done = sum(w * c.cost for w, c in zip(plan.weights or (1.0,) * len(children), children))
                 if done + partial.lower_bound(self.bound) > budget:
                     return None

@@ -3,6 +3,7 @@ for each (helper library, target attribute, run-time CPU check) and cost constan
 
 The kernel catalog (what each microkernel applies to, costs and emits) lives in ``kernels/``.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -100,18 +101,35 @@ _HWY_AVX2_ATTR = "sse2,ssse3,sse4.1,sse4.2,pclmul,aes,avx,avx2,bmi,bmi2,fma,f16c
 _HWY_AVX2_CPU = _AVX2_CPU + ("bmi", "bmi2", "f16c", "aes", "pclmul", "sse4.2")
 
 
-def _x86(isa: str, cpu: tuple[str, ...], vector_bytes: int, vector_regs: int, helpers: str,
-         attr: str | None = None) -> Target:
+def _x86(
+    isa: str, cpu: tuple[str, ...], vector_bytes: int, vector_regs: int, helpers: str, attr: str | None = None
+) -> Target:
     """A vector target whose functions are compiled for the ``cpu`` features (attribute: their list)."""
-    return Target(isa, frozenset(cpu), vector_bytes, vector_regs, helpers=helpers, vtype="mv::V",
-                  target_attr=attr or ",".join(cpu), cpu_features=cpu)
+    return Target(
+        isa,
+        frozenset(cpu),
+        vector_bytes,
+        vector_regs,
+        helpers=helpers,
+        vtype="mv::V",
+        target_attr=attr or ",".join(cpu),
+        cpu_features=cpu,
+    )
 
 
 TARGETS = {
     "scalar": Target("scalar", frozenset(), 0, 0),
     "avx2": _x86("avx2", _AVX2_CPU, 32, 16, "avx2"),
-    "highway": Target("highway", frozenset(_AVX2_CPU) | {"highway"}, 32, 16, helpers="hwy_avx2", vtype="mv::V",
-                      target_attr=_HWY_AVX2_ATTR, cpu_features=_HWY_AVX2_CPU),
+    "highway": Target(
+        "highway",
+        frozenset(_AVX2_CPU) | {"highway"},
+        32,
+        16,
+        helpers="hwy_avx2",
+        vtype="mv::V",
+        target_attr=_HWY_AVX2_ATTR,
+        cpu_features=_HWY_AVX2_CPU,
+    ),
     "avx512": _x86("avx512", _AVX512_CPU, 64, 32, "avx512"),
     "avx512_bf16": _x86("avx512_bf16", _AVX512_CPU + ("avx512bf16",), 64, 32, "avx512"),
 }

@@ -1,4 +1,5 @@
 """The cost table of a target: the price, in cycles of one core, of one unit of each cost feature."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

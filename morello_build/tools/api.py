@@ -1,5 +1,6 @@
 """The Python entry points the CLI, CMake and the pybind11 bridge share: spec string -> header text.
 (``write_if_changed`` is tools/files.py's, re-exported for cpp_tests/gen_tests.py.)"""
+
 from __future__ import annotations
 
 from morello_build.ir.spec import UserSpec, parse_spec
@@ -29,8 +30,13 @@ def open_store(db: str, target):
 
 
 def synthesize_header(
-    spec: str | UserSpec, *, isa: str = "native", name: str = "kernel", namespace: str = "morello",
-    db: str | None = None, progress=None,
+    spec: str | UserSpec,
+    *,
+    isa: str = "native",
+    name: str = "kernel",
+    namespace: str = "morello",
+    db: str | None = None,
+    progress=None,
 ) -> str:
     """The complete generated header for ``spec`` (deterministic bytes)."""
     from morello_build.codegen import emit_header

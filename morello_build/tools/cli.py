@@ -3,6 +3,7 @@
 User mistakes end in one line on stderr ("morello-build: error: ...") and exit status 2; synthesis
 finding no program exits 3. Tracebacks are for our bugs only.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -107,8 +108,11 @@ def _check_identifier(name: str, flag: str) -> None:
 def _add_synth_options(p, header: bool) -> None:
     p.add_argument("spec", help='kernel spec, e.g. "matmul 1x2048x16384 a=f32 b=bf16:col c=f32"')
     p.add_argument("--isa", default="native", choices=ISAS, help="instruction set (default: this CPU's best)")
-    p.add_argument("--db", default=None,
-                   help="synthesis database (default: $MORELLO_DB, else the per-user cache; 'none' disables it)")
+    p.add_argument(
+        "--db",
+        default=None,
+        help="synthesis database (default: $MORELLO_DB, else the per-user cache; 'none' disables it)",
+    )
     if header:
         p.add_argument("-o", "--output", help="header file to write (only if its bytes change)")
         p.add_argument("--name", default="kernel", help="C++ function name (default: kernel)")
@@ -125,16 +129,22 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_synth)
     e = sub.add_parser("explain", help="print the chosen program with the cost of every node")
     _add_synth_options(e, header=False)
-    e.add_argument("--features", action="store_true",
-                   help="under each node, the feature counts behind its own cost (synth/cost.py)")
+    e.add_argument(
+        "--features",
+        action="store_true",
+        help="under each node, the feature counts behind its own cost (synth/cost.py)",
+    )
     e.set_defaults(func=cmd_explain)
     c = sub.add_parser("check-spec", help="validate a spec string and print its canonical form")
     c.add_argument("spec")
     c.set_defaults(func=cmd_check_spec)
     d = sub.add_parser("db", help="inspect or check the synthesis database")
-    d.add_argument("action", choices=("stats", "verify", "rebuild", "prune"),
-                   help="stats: size and compression; verify: re-derive a sample; rebuild: start empty; "
-                        "prune: drop other targets' and versions' entries")
+    d.add_argument(
+        "action",
+        choices=("stats", "verify", "rebuild", "prune"),
+        help="stats: size and compression; verify: re-derive a sample; rebuild: start empty; "
+        "prune: drop other targets' and versions' entries",
+    )
     d.add_argument("--db", default=None, help="database path (default: $MORELLO_DB, else the per-user cache)")
     d.add_argument("--isa", default="native", choices=ISAS)
     d.add_argument("--sample", type=int, default=20, help="entries re-derived by verify")

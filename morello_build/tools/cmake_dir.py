@@ -12,6 +12,7 @@ Two copies of ``MorelloBuildConfig.cmake`` exist after ``pip install``:
 ``cmake_dir()`` (what ``--cmakedir`` prints) prefers the data-dir copy of this installation, because
 it pins the interpreter; it falls back to the package directory (a source checkout on PYTHONPATH).
 """
+
 from __future__ import annotations
 
 import sys

@@ -1,5 +1,6 @@
 """How the command-line tools report: user mistakes as one line (``UserError``), warnings on stderr.
 Shared by cli.py and the subcommands it registers (vendor.py), which therefore never import cli."""
+
 from __future__ import annotations
 
 import sys

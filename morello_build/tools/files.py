@@ -1,5 +1,6 @@
 """Atomic file output, the one way the tools write files: a temporary name in the final directory, then
 ``os.replace``, so a reader (a build, another process) never sees a partial file."""
+
 from __future__ import annotations
 
 import os

@@ -34,6 +34,7 @@ concurrent processes never see a partial file (at worst two of them build the sa
 one generic binding object; each is loaded under its own module name ``_mb_<hash>`` (pybind11 caches modules
 by name), through a one-line ``PyInit__mb_<hash>`` trampoline in the table object.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -81,8 +82,12 @@ def _env():
     import jinja2
 
     return jinja2.Environment(
-        loader=jinja2.PackageLoader("morello_build", "templates"), undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True, autoescape=False,
+        loader=jinja2.PackageLoader("morello_build", "templates"),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        autoescape=False,
     )
 
 

@@ -1,5 +1,6 @@
 """The Python callable around one compiled kernel (``morello_build.tools.pyapi`` builds it): argument
 checks in Python (types, shapes, dtypes, with messages naming the argument), the call in C++."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -47,9 +48,7 @@ class Kernel:
         self.supported: bool = bool(module.supported(index))
         logical = ((self.m, self.k), (self.k, self.n), (self.m, self.n))
         lead = (self.batch,) if self.batch > 1 else ()
-        self.shapes = tuple(
-            lead + (rc if lay == "row" else rc[::-1]) for rc, lay in zip(logical, self.layouts)
-        )
+        self.shapes = tuple(lead + (rc if lay == "row" else rc[::-1]) for rc, lay in zip(logical, self.layouts))
         bf16 = _bf16()
         self._np_dtypes = tuple(_F32 if d == "f32" else bf16 for d in self.dtypes)
         # The numpy dtypes accepted for each operand: bf16 also as uint16 holding the bits.

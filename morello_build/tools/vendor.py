@@ -15,6 +15,7 @@ before anything is written, so that the vendored headers and ``--check`` do not 
 when it is missing, edited since vendoring (its sha256 differs from the manifest) or differs from what
 this generator produces (a new generator version, or a changed spec in ``--manifest``/arguments).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -76,13 +77,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.description = "Write generated headers plus a manifest into a source tree, or check them (--check)."
     parser.add_argument("specs", nargs="*", metavar="SPEC", help="kernel specs (each becomes <name>.hpp)")
     parser.add_argument("--out", required=True, metavar="DIR", help="directory for the headers and " + MANIFEST_NAME)
-    parser.add_argument("--manifest", metavar="FILE",
-                        help=f"read the kernels from this manifest (default with no SPEC: DIR/{MANIFEST_NAME})")
+    parser.add_argument(
+        "--manifest",
+        metavar="FILE",
+        help=f"read the kernels from this manifest (default with no SPEC: DIR/{MANIFEST_NAME})",
+    )
     parser.add_argument("--check", action="store_true", help="verify instead of writing: exit 1 if any header is stale")
     parser.add_argument("--name", help="C++ function name (one SPEC only; default: derived from the spec)")
     parser.add_argument("--namespace", default=None, help="C++ namespace (default: morello)")
     parser.add_argument("--isa", default=None, help="instruction set for SPEC arguments (default: native, resolved)")
-    parser.add_argument("--db", default=None, help="synthesis database (default: $MORELLO_DB, else the per-user cache; 'none' disables it)")
+    parser.add_argument(
+        "--db",
+        default=None,
+        help="synthesis database (default: $MORELLO_DB, else the per-user cache; 'none' disables it)",
+    )
 
 
 def _kernels_from_args(args) -> list[Kernel]:
@@ -91,8 +99,9 @@ def _kernels_from_args(args) -> list[Kernel]:
     out = []
     for spec in args.specs:
         name = args.name or default_name(spec)
-        out.append(Kernel(name, args.namespace or "morello", spec, resolve_isa(args.isa or "native"),
-                          f"{name}.hpp", args.db))
+        out.append(
+            Kernel(name, args.namespace or "morello", spec, resolve_isa(args.isa or "native"), f"{name}.hpp", args.db)
+        )
     return out
 
 
@@ -105,22 +114,24 @@ def _kernels_from_manifest(path: Path, args) -> list[Kernel]:
         raise VendorError(f"manifest {path} is not valid JSON: {e}") from None
     entries = data.get("kernels") if isinstance(data, dict) else data
     if not isinstance(entries, list):
-        raise VendorError(f"manifest {path}: expected {{\"kernels\": [...]}} or a list of kernels")
+        raise VendorError(f'manifest {path}: expected {{"kernels": [...]}} or a list of kernels')
     out = []
     for i, e in enumerate(entries):
         if isinstance(e, str):
             e = {"spec": e}
         if not isinstance(e, dict) or not isinstance(e.get("spec"), str):
-            raise VendorError(f"manifest {path}: kernel #{i + 1} needs a \"spec\" string")
+            raise VendorError(f'manifest {path}: kernel #{i + 1} needs a "spec" string')
         name = e.get("name") or default_name(e["spec"])
-        out.append(Kernel(
-            name=name,
-            namespace=e.get("namespace") or args.namespace or "morello",
-            spec=e["spec"],
-            isa=resolve_isa(e.get("isa") or args.isa or "native"),
-            header=e.get("header") or f"{name}.hpp",
-            db=e.get("db", args.db),
-        ))
+        out.append(
+            Kernel(
+                name=name,
+                namespace=e.get("namespace") or args.namespace or "morello",
+                spec=e["spec"],
+                isa=resolve_isa(e.get("isa") or args.isa or "native"),
+                header=e.get("header") or f"{name}.hpp",
+                db=e.get("db", args.db),
+            )
+        )
     return out
 
 
@@ -181,7 +192,9 @@ def run(args) -> int:
     entries, stale = [], []
     for i, k in enumerate(kernels, 1):
         print(f"[{i}/{len(kernels)}] {k.namespace}::{k.name} ({k.isa}): {k.spec}", file=sys.stderr)
-        text = synthesize_header(k.spec, isa=k.isa, name=k.name, namespace=k.namespace, db=resolve_path(k.db, warn=warn))
+        text = synthesize_header(
+            k.spec, isa=k.isa, name=k.name, namespace=k.namespace, db=resolve_path(k.db, warn=warn)
+        )
         entries.append(k.manifest_entry(text, __version__))
         path = out / k.header
         if args.check:
@@ -208,8 +221,7 @@ def run(args) -> int:
         for s in stale:
             print(f"stale: {s}", file=sys.stderr)
         if stale:
-            print(f"morello-build vendor --check: {len(stale)} stale; rerun without --check to update",
-                  file=sys.stderr)
+            print(f"morello-build vendor --check: {len(stale)} stale; rerun without --check to update", file=sys.stderr)
             return 1
         print(f"up to date: {len(kernels)} header(s) in {out}")
         return 0

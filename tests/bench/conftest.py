@@ -5,6 +5,7 @@ CI runs these once as plain tests (``--benchmark-disable``); to measure for real
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE \
         pytest tests/bench --benchmark-enable --benchmark-only --benchmark-json=bench-results.json
 """
+
 import sys
 
 import pytest

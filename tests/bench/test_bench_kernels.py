@@ -10,6 +10,7 @@ Threads: ``morello`` is the kernel with its default parallelism (a std::thread p
 (``parallel=False``; OpenBLAS set to 1 thread through ctypes). On a loaded 2-core machine, multi-threaded
 OpenBLAS can collapse (threads spin against each other): compare the ``-1t`` rows there.
 """
+
 import pytest
 
 np = pytest.importorskip("numpy")
@@ -31,6 +32,7 @@ def kernels(pyapi_cache_dir, synth_db):
 def _numpy_operands(f, a, b):
     """float32 (batch, rows, cols)-logical views of a and b for numpy.matmul (a col operand: the transposed
     view of a contiguous array, which BLAS reads as such)."""
+
     def logical(x, layout):
         x = x if x.dtype == np.float32 else x.astype(np.float32)
         return x if layout == "row" else np.swapaxes(x, -1, -2)

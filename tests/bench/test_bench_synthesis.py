@@ -1,6 +1,7 @@
 """Synthesis time: cold (fresh search memo, process caches emptied, no database) and warm (a second call
 answered by a synthesis database filled by the first), for the flagship GEMV and two square matmuls; and the
 Python API's warm path (compile of specs built before: synthesis database and build cache)."""
+
 import pytest
 
 from morello_build.tools.api import synthesize_header

@@ -6,16 +6,17 @@ ignores refusals; the manual scheduling API reports them). ``policy`` decides wh
 offers. Each action writes itself as a short decision text for the DB (``encode``), and ``decode`` reads
 one back.
 """
+
 from morello_build.synth.actions.accum import Select, ToAccum
 from morello_build.synth.actions.move import MoveOperand
 from morello_build.synth.actions.plan import (
-                                              Plan,
-                                              Refusal,
-                                              indexes_registers,
-                                              loop_regions,
-                                              respects_strips,
-                                              rounds_partial_sums,
-                                              tile_op,
+    Plan,
+    Refusal,
+    indexes_registers,
+    loop_regions,
+    respects_strips,
+    rounds_partial_sums,
+    tile_op,
 )
 from morello_build.synth.actions.policy import enumerate_actions
 from morello_build.synth.actions.tile import Tile
@@ -33,6 +34,18 @@ def decode(text: str, op):
 
 
 __all__ = [
-    "ACTIONS", "MoveOperand", "Plan", "Refusal", "Select", "Tile", "ToAccum", "decode",
-    "enumerate_actions", "indexes_registers", "loop_regions", "respects_strips", "rounds_partial_sums", "tile_op",
+    "ACTIONS",
+    "MoveOperand",
+    "Plan",
+    "Refusal",
+    "Select",
+    "Tile",
+    "ToAccum",
+    "decode",
+    "enumerate_actions",
+    "indexes_registers",
+    "loop_regions",
+    "respects_strips",
+    "rounds_partial_sums",
+    "tile_op",
 ]

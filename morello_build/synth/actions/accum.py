@@ -1,4 +1,5 @@
 """ToAccum (C = A·B becomes C = 0; C += A·B) and Select (a catalog microkernel)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
@@ -67,7 +68,9 @@ class Select:
         if k.kind != spec.op.kind:
             return WRONG_KIND(k.name, k.kind, spec.op.kind)
         if not k.available_on(target):
-            missing = sorted(k.features - target.features) + (["vector registers"] if k.vector and not target.lanes else [])
+            missing = sorted(k.features - target.features) + (
+                ["vector registers"] if k.vector and not target.lanes else []
+            )
             return LACKS_FEATURES(k.name, ", ".join(missing), target.isa)
         if not k.applies(spec.op, target):
             return _DOES_NOT_FIT[k.name]

@@ -1,4 +1,5 @@
 """MoveOperand: give one operand a new buffer (a cache view, a packing copy, registers)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
@@ -20,17 +21,20 @@ from morello_build.synth.actions.plan import Plan, Refusal
 from morello_build.target.kernels import columns_unit_stride, registers
 
 NOT_FASTER = Refusal("not-faster", "operand {} is already at {}; moves go to faster levels")
-NEEDS_LAYOUT = Refusal("needs-layout", "operand {} is already at {}: a copy there (a scratch block or a "
-                       "repacking) needs a layout")
+NEEDS_LAYOUT = Refusal(
+    "needs-layout", "operand {} is already at {}: a copy there (a scratch block or a repacking) needs a layout"
+)
 NO_VECTORS = Refusal("no-vectors", "target {} has no vector registers")
 NO_MEMORY = Refusal("no-memory", "the buffer needs {} bytes, {} left at {}")
 L2_COPY = Refusal("l2-copy", "L2 holds views only (copies go to L1, or to GL as a scratch block)")
 L2_STRIDED = Refusal("l2-strided", "an L2 view of {} strided runs is not modelled; pack it")
 L2_TOO_BIG = Refusal("l2-too-big", "an L2 view holds at most {} bytes, this one {}")
-VIEW_ALIASES = Refusal("view-aliases", "a cache view of its {} rows {} bytes apart would evict itself or the L1 "
-                       "buffers; pack it")
-VIEW_EVICTS = Refusal("view-evicts", "a cache view of its {} strided runs (more than the {} L1 ways) could "
-                      "evict itself; pack it")
+VIEW_ALIASES = Refusal(
+    "view-aliases", "a cache view of its {} rows {} bytes apart would evict itself or the L1 buffers; pack it"
+)
+VIEW_EVICTS = Refusal(
+    "view-evicts", "a cache view of its {} strided runs (more than the {} L1 ways) could evict itself; pack it"
+)
 SCRATCH_TOO_BIG = Refusal("scratch-too-big", "a scratch block holds at most {} bytes, this one {}")
 SAME_COPY = Refusal("same-copy", "the copy would change nothing (same layout and dtype)")
 
@@ -60,8 +64,11 @@ class MoveOperand:
     def is_view(t: TensorSpec, buf: TensorSpec) -> bool:
         """Whether moving ``t`` into ``buf`` only relabels memory data as cache-resident (no copy)."""
         return (
-            buf.layout == t.layout and buf.dtype == t.dtype and buf.level.is_cache
-            and t.level.is_memory and t.level < buf.level
+            buf.layout == t.layout
+            and buf.dtype == t.dtype
+            and buf.level.is_cache
+            and t.level.is_memory
+            and t.level < buf.level
         )
 
     def buffer_bytes(self, buf: TensorSpec, target) -> int:
@@ -86,8 +93,12 @@ class MoveOperand:
             return VIEW_EVICTS(t.runs(), target.l1_ways)
         if buf.level == Level.GL and buf.bytes > target.scratch_bytes:
             return SCRATCH_TOO_BIG(target.scratch_bytes, buf.bytes)
-        if not view and buf.level.has_memory_buffers and buf.layout == t.layout and buf.dtype == t.dtype and (
-            buf.level == Level.L1 or t.runs() == 1
+        if (
+            not view
+            and buf.level.has_memory_buffers
+            and buf.layout == t.layout
+            and buf.dtype == t.dtype
+            and (buf.level == Level.L1 or t.runs() == 1)
         ):
             return SAME_COPY
         return None
@@ -128,8 +139,13 @@ class MoveOperand:
         # peaks, which is only sound if feasibility depends on peaks alone (see test_search's memo tests).
         # Registers belong to one thread: a body working on a register buffer must be serial.
         serial = True if not self.level.parallel_tileable else None
-        inner = canonicalize(replace(spec, op=op.with_operands(
-            tuple(buf if j == i else u for j, u in enumerate(op.operands)), serial=serial), limits=limits))
+        inner = canonicalize(
+            replace(
+                spec,
+                op=op.with_operands(tuple(buf if j == i else u for j, u in enumerate(op.operands)), serial=serial),
+                limits=limits,
+            )
+        )
         is_output = i in op.outputs
         load = store = None
         if not view:
@@ -151,8 +167,6 @@ class MoveOperand:
             return MoveImpl(spec, i, buf, view, li, body, si, c, peaks, own)
 
         return Plan(subspecs, build, own_cost=price)
-
-
 
     # -- serialization (DB decisions): M:<operand>:<level>:<layout digits|->:<dtype|-> ----------------
     def encode(self, op) -> str:

@@ -1,5 +1,6 @@
 """What an action returns (a Plan, or a Refusal saying why it does not apply), and the loop helpers that
 actions and codegen share."""
+
 from __future__ import annotations
 
 import itertools
@@ -85,8 +86,5 @@ def indexes_registers(op, dims) -> bool:
     """A loop over ``dims`` addresses a register buffer: codegen unrolls it (register indices must be
     compile-time constants), so its trips cost no loop overhead."""
     return any(
-        t.level.is_register and any(d in dims for d in op.operand_iter_dims[i])
-        for i, t in enumerate(op.operands)
+        t.level.is_register and any(d in dims for d in op.operand_iter_dims[i]) for i, t in enumerate(op.operands)
     )
-
-

@@ -1,4 +1,5 @@
 """Search policy: which actions the search offers for a spec (data, not a free-for-all, to bound it)."""
+
 from __future__ import annotations
 
 import itertools
@@ -74,8 +75,11 @@ def _worth_an_l2_view(op, target) -> bool:
     over them): views for fewer rows would add subtrees to the search that never win."""
     b = op.b
     return (
-        b.runs() == 1 and b.layout.strip(2) >= target.lanes > 0 and op.iter_shape[1] > max(target.accumulator_rows, default=0)
-        and target.l1_bytes // 2 < b.bytes and costmodel.fits_l2(b, target)
+        b.runs() == 1
+        and b.layout.strip(2) >= target.lanes > 0
+        and op.iter_shape[1] > max(target.accumulator_rows, default=0)
+        and target.l1_bytes // 2 < b.bytes
+        and costmodel.fits_l2(b, target)
     )
 
 
@@ -88,8 +92,12 @@ def _worth_a_block(op, target) -> bool:
     23,139) for the same program: each offer is a subtree of the search."""
     a, b, (_, m, _, n) = op.a, op.b, op.iter_shape
     return (
-        costmodel.l2_evicts(a, target) and target.l2_block_bytes // 4 <= a.bytes <= target.l2_block_bytes
-        and n >= m and b.level == Level.GL and not b.alias and b.layout.strip(2) == 1
+        costmodel.l2_evicts(a, target)
+        and target.l2_block_bytes // 4 <= a.bytes <= target.l2_block_bytes
+        and n >= m
+        and b.level == Level.GL
+        and not b.alias
+        and b.layout.strip(2) == 1
     )
 
 
@@ -100,7 +108,8 @@ def _worth_b_panels(op, target) -> bool:
     L2 views (see _worth_an_l2_view)."""
     a, b = op.a, op.b
     return (
-        costmodel.l2_evicts(b, target) and target.l2_block_bytes < b.bytes <= target.scratch_bytes
+        costmodel.l2_evicts(b, target)
+        and target.l2_block_bytes < b.bytes <= target.scratch_bytes
         and a.bytes > target.l2_block_bytes
     )
 

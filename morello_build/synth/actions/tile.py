@@ -1,4 +1,5 @@
 """Tile: loop over tiles of the iteration space (split: over slices of the reduction)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -23,18 +24,23 @@ NOTHING_TO_LOOP = Refusal("nothing-to-loop", "the tile is the whole iteration sp
 CUTS_STRIP = Refusal("cuts-strip", "it would cut a packed or interleaved strip")
 SERIAL = Refusal("serial", "the spec is serial (inside a loop, or over registers): no parallel loop")
 ROUNDS_PARTIAL_SUMS = Refusal(
-    "rounds-partial-sums", "C is bf16 in memory, so every slice would round the partial sums to bf16; "
-    "move C to registers first")
+    "rounds-partial-sums",
+    "C is bf16 in memory, so every slice would round the partial sums to bf16; move C to registers first",
+)
 PARALLEL_SPLIT = Refusal("parallel-split", "a parallel loop over k would race on C")
 PEEL_TILES_K_ONLY = Refusal(
-    "peel-tiles-k-only", "a loop over k of a spec that overwrites C peels its first slice, and tiles k alone")
+    "peel-tiles-k-only", "a loop over k of a spec that overwrites C peels its first slice, and tiles k alone"
+)
 PEEL_IN_REGISTERS = Refusal(
-    "peel-in-registers", "C is in registers, where zeroing is free: apply to_accum before splitting k")
+    "peel-in-registers", "C is in registers, where zeroing is free: apply to_accum before splitting k"
+)
 ONE_TILE = Refusal("one-tile", "a parallel loop needs at least 2 tiles")
 # Found when the plan is built, not before: the first slice's program decides (see overwrite.py).
 NO_OVERWRITING_SLICE = Refusal(
-    "no-overwriting-slice", "the first slice must overwrite C, and the slices' program never loads C into "
-    "registers, so no overwriting program derives from it; apply to_accum first")
+    "no-overwriting-slice",
+    "the first slice must overwrite C, and the slices' program never loads C into "
+    "registers, so no overwriting program derives from it; apply to_accum first",
+)
 
 
 @dataclass(frozen=True)
@@ -74,13 +80,12 @@ class Tile:
         # Parallel loops only at the outermost loop level: one inside a serial loop would pay its
         # setup every trip, so every loop makes its body serial (tile_op). A peeled loop's slices
         # accumulate; the first one's program is derived from theirs (overwrite.py).
-        subspecs = tuple(
-            canonicalize(Spec(tile_op(op, shape, accum=peel), spec.limits)) for _, _, shape in regions
-        )
+        subspecs = tuple(canonicalize(Spec(tile_op(op, shape, accum=peel), spec.limits)) for _, _, shape in regions)
 
         counts = tuple(r[1] for r in regions)
-        own = costmodel.loop_features(op, subspecs, counts, dims, self.tile, self.parallel,
-                                      indexes_registers(op, dims), target)
+        own = costmodel.loop_features(
+            op, subspecs, counts, dims, self.tile, self.parallel, indexes_registers(op, dims), target
+        )
         weights = costmodel.loop_weights(counts, self.parallel, target.cores)
         price = own.dot(target.costs)
 
@@ -91,8 +96,6 @@ class Tile:
             return overwriting_loop(loop, target) if peel else loop
 
         return Plan(subspecs, build, weights, price)
-
-
 
     # -- serialization (DB decisions): T:<s|p>:<tile dims, F for the full extent> ---------------------
     def encode(self, op) -> str:

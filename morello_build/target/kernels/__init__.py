@@ -7,25 +7,34 @@ hold f32 only (bf16 is widened on the way in and rounded on the way out). One mo
 ``outer`` (register-tile outer products), ``dot`` (dot-product loops), ``moves`` (loads, stores, packing
 copies), ``zero``. Adding a kernel is adding one record to a family and to ``CATALOG``.
 """
+
 from __future__ import annotations
 
 from morello_build.target.kernels import dot, moves, outer, zero
 from morello_build.target.kernels.common import (
-                                                 KernelDef,
-                                                 columns_unit_stride,
-                                                 interleaved_for,
-                                                 registers,
-                                                 single_run_dim,
+    KernelDef,
+    columns_unit_stride,
+    interleaved_for,
+    registers,
+    single_run_dim,
 )
 
 # Order matters: the search tries kernels in this order and keeps the first of equal-cost programs.
 CATALOG: tuple[KernelDef, ...] = (
-    outer.MAC_SCALAR, outer.FMA_OUTER,
-    dot.DOT_F32, dot.DOT_BF16_WIDEN, dot.DOT_BF16_DP,
-    moves.VLOAD, moves.VSTORE, moves.SCALAR_LOAD, moves.SCALAR_STORE, moves.COPY,
-    zero.VZERO, zero.SZERO, zero.MEMZERO,
+    outer.MAC_SCALAR,
+    outer.FMA_OUTER,
+    dot.DOT_F32,
+    dot.DOT_BF16_WIDEN,
+    dot.DOT_BF16_DP,
+    moves.VLOAD,
+    moves.VSTORE,
+    moves.SCALAR_LOAD,
+    moves.SCALAR_STORE,
+    moves.COPY,
+    zero.VZERO,
+    zero.SZERO,
+    zero.MEMZERO,
 )
 BY_NAME = {k.name: k for k in CATALOG}
 
-__all__ = ["BY_NAME", "CATALOG", "KernelDef", "columns_unit_stride", "interleaved_for", "registers",
-           "single_run_dim"]
+__all__ = ["BY_NAME", "CATALOG", "KernelDef", "columns_unit_stride", "interleaved_for", "registers", "single_run_dim"]

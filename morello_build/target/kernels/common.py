@@ -1,4 +1,5 @@
 """The kernel record and the predicates several kernel families share."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

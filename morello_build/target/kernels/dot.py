@@ -4,6 +4,7 @@ Each column keeps ``u`` vector accumulators (chunk j of K goes to accumulator j 
 still have enough independent FMA chains; they are added pairwise in a fixed order, then summed
 horizontally.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -23,9 +24,15 @@ from morello_build.target.kernels.common import (
 def _dot_shape(op, target, max_cols: int) -> bool:
     b, m, k, n = op.iter_shape
     return (
-        b == 1 and m == 1 and n <= max_cols and op.accum and target.lanes >= 8
-        and op.c.level == Level.RF and op.c.dtype == F32
-        and op.a.level.is_memory and op.b.level.is_memory
+        b == 1
+        and m == 1
+        and n <= max_cols
+        and op.accum
+        and target.lanes >= 8
+        and op.c.level == Level.RF
+        and op.c.dtype == F32
+        and op.a.level.is_memory
+        and op.b.level.is_memory
         and columns_unit_stride(op.b)
     )
 
@@ -83,8 +90,7 @@ def _finish(lw, c, accs) -> None:
     for j, col in enumerate(accs):
         terms = list(col)
         while len(terms) > 1:  # pairwise, fixed order
-            terms = [f"{lw.v}::add({x}, {y})" if y else x
-                     for x, y in itertools.zip_longest(terms[0::2], terms[1::2])]
+            terms = [f"{lw.v}::add({x}, {y})" if y else x for x, y in itertools.zip_longest(terms[0::2], terms[1::2])]
         lw.emit(f"{lw.elem(c, (0, 0, j))} += {lw.v}::hsum({terms[0]});")
     lw.close()
 
@@ -93,17 +99,16 @@ def _finish(lw, c, accs) -> None:
 def _f32_applies(op, target):
     return (
         _dot_shape(op, target, _max_dot_cols(target, 1))
-        and op.a.dtype == F32 and op.b.dtype == F32 and op.a.unit_stride(2)
+        and op.a.dtype == F32
+        and op.b.dtype == F32
+        and op.a.unit_stride(2)
     )
 
 
 def _f32_cost(op, target):
     _, _, k, n = op.iter_shape
     steps = ceil(k / target.lanes)
-    return (
-        Features.of(vec_fma=steps * n, vec_load=steps * (n + 1), hsum=n)
-        + lines_read(op.a) + streams_read(op.b, n)
-    )
+    return Features.of(vec_fma=steps * n, vec_load=steps * (n + 1), hsum=n) + lines_read(op.a) + streams_read(op.b, n)
 
 
 def _f32_emit(lw, node, binds) -> None:
@@ -126,7 +131,13 @@ def _f32_emit(lw, node, binds) -> None:
 
 
 DOT_F32 = KernelDef(
-    "dot_f32", "matmul", True, frozenset(), _f32_applies, _f32_cost, _f32_emit,
+    "dot_f32",
+    "matmul",
+    True,
+    frozenset(),
+    _f32_applies,
+    _f32_cost,
+    _f32_emit,
     "n f32 dot products over K (B stored N×K), vector accumulators, one horizontal sum each",
 )
 
@@ -135,7 +146,9 @@ DOT_F32 = KernelDef(
 def _widen_applies(op, target):
     return (
         _dot_shape(op, target, _max_dot_cols(target, 2))
-        and op.a.dtype == F32 and op.b.dtype == BF16 and interleaved_for(op.a, target.lanes)
+        and op.a.dtype == F32
+        and op.b.dtype == BF16
+        and interleaved_for(op.a, target.lanes)
     )
 
 
@@ -144,7 +157,8 @@ def _widen_cost(op, target):
     steps = ceil(k / (2 * target.lanes))
     return (
         Features.of(vec_load=steps * (2 + n), vec_op=steps * n * 2 + n, vec_fma=steps * n * 2, hsum=n)
-        + lines_read(op.a) + streams_read(op.b, n)
+        + lines_read(op.a)
+        + streams_read(op.b, n)
     )
 
 
@@ -202,7 +216,13 @@ def _widen_emit(lw, node, binds) -> None:
 
 
 DOT_BF16_WIDEN = KernelDef(
-    "dot_bf16_widen", "matmul", True, frozenset(), _widen_applies, _widen_cost, _widen_emit,
+    "dot_bf16_widen",
+    "matmul",
+    True,
+    frozenset(),
+    _widen_applies,
+    _widen_cost,
+    _widen_emit,
     "f32 A (odd/even interleaved) times bf16 B columns: widen by shift and mask, FMA in f32",
 )
 
@@ -211,17 +231,16 @@ DOT_BF16_WIDEN = KernelDef(
 def _dp_applies(op, target):
     return (
         _dot_shape(op, target, _max_dot_cols(target, 1))
-        and op.a.dtype == BF16 and op.b.dtype == BF16 and op.a.unit_stride(2)
+        and op.a.dtype == BF16
+        and op.b.dtype == BF16
+        and op.a.unit_stride(2)
     )
 
 
 def _dp_cost(op, target):
     _, _, k, n = op.iter_shape
     steps = ceil(k / (2 * target.lanes))
-    return (
-        Features.of(vec_load=steps * (1 + n), vec_fma=steps * n, hsum=n)
-        + lines_read(op.a) + streams_read(op.b, n)
-    )
+    return Features.of(vec_load=steps * (1 + n), vec_fma=steps * n, hsum=n) + lines_read(op.a) + streams_read(op.b, n)
 
 
 def _dp_emit(lw, node, binds) -> None:
@@ -242,6 +261,12 @@ def _dp_emit(lw, node, binds) -> None:
 
 
 DOT_BF16_DP = KernelDef(
-    "dot_bf16_dp", "matmul", True, frozenset({"avx512bf16"}), _dp_applies, _dp_cost, _dp_emit,
+    "dot_bf16_dp",
+    "matmul",
+    True,
+    frozenset({"avx512bf16"}),
+    _dp_applies,
+    _dp_cost,
+    _dp_emit,
     "bf16 A times bf16 B columns with vdpbf16ps (pairs along K), f32 accumulators",
 )

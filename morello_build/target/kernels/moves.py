@@ -1,4 +1,5 @@
 """Move kernels: vector and scalar loads and stores between memory and registers, and packing copies."""
+
 from __future__ import annotations
 
 from morello_build.ir.spec import Level, TensorSpec
@@ -18,8 +19,12 @@ from morello_build.target.kernels.common import (
 def _vector_move_shape(mem: TensorSpec, reg: TensorSpec, target) -> bool:
     d = single_run_dim(mem)
     return (
-        target.lanes > 0 and in_vrf(reg, target) and d >= 0
-        and mem.shape[d] <= target.lanes and mem.unit_stride(d) and reg.unit_stride(d)
+        target.lanes > 0
+        and in_vrf(reg, target)
+        and d >= 0
+        and mem.shape[d] <= target.lanes
+        and mem.unit_stride(d)
+        and reg.unit_stride(d)
     )
 
 
@@ -79,10 +84,26 @@ def _vstore_emit(lw, node, binds) -> None:
         lw.emit(f"{lw.v}::{fn}({lw.ptr(dst, first)}, {name}, {n});")
 
 
-VLOAD = KernelDef("vload", "move", True, frozenset(), _vload_applies, _vload_cost, _vload_emit,
-                  "vector load into a register (masked tail; bf16 widened to f32)")
-VSTORE = KernelDef("vstore", "move", True, frozenset(), _vstore_applies, _vstore_cost, _vstore_emit,
-                   "vector store from a register (masked tail; f32 rounded to bf16, nearest-even)")
+VLOAD = KernelDef(
+    "vload",
+    "move",
+    True,
+    frozenset(),
+    _vload_applies,
+    _vload_cost,
+    _vload_emit,
+    "vector load into a register (masked tail; bf16 widened to f32)",
+)
+VSTORE = KernelDef(
+    "vstore",
+    "move",
+    True,
+    frozenset(),
+    _vstore_applies,
+    _vstore_cost,
+    _vstore_emit,
+    "vector store from a register (masked tail; f32 rounded to bf16, nearest-even)",
+)
 
 
 # -- scalar_load / scalar_store: one element ------------------------------------------------------------
@@ -104,10 +125,26 @@ def _scalar_move_emit(lw, node, binds) -> None:
     lw.emit(lw.write(dst, z, lw.read_f32(src, z)))
 
 
-SCALAR_LOAD = KernelDef("scalar_load", "move", False, frozenset(), _scalar_load_applies, _scalar_move_cost,
-                        _scalar_move_emit, "one element into a scalar register (bf16 widened)")
-SCALAR_STORE = KernelDef("scalar_store", "move", False, frozenset(), _scalar_store_applies, _scalar_move_cost,
-                         _scalar_move_emit, "one element from a scalar register (rounded to bf16 if needed)")
+SCALAR_LOAD = KernelDef(
+    "scalar_load",
+    "move",
+    False,
+    frozenset(),
+    _scalar_load_applies,
+    _scalar_move_cost,
+    _scalar_move_emit,
+    "one element into a scalar register (bf16 widened)",
+)
+SCALAR_STORE = KernelDef(
+    "scalar_store",
+    "move",
+    False,
+    frozenset(),
+    _scalar_store_applies,
+    _scalar_move_cost,
+    _scalar_move_emit,
+    "one element from a scalar register (rounded to bf16 if needed)",
+)
 
 
 # -- copy: a packing copy into an L1 buffer or a scratch block -----------------------------------------
@@ -149,9 +186,13 @@ def _digit_nest(lw, layout, shape, src_order):
             ranges[v] = extent
             coords[d.dim] = coords[d.dim] + Affine.var(v, d.div)
             opened += 1
-    guards = tuple(f"{coords[k].c()} < {shape[k]}" for k in range(3)
-                   if shape[k] > 1 and any(d.dim == k and d.div > 1 for d in layout.digits)
-                   and shape[k] % max(d.div for d in layout.digits if d.dim == k))
+    guards = tuple(
+        f"{coords[k].c()} < {shape[k]}"
+        for k in range(3)
+        if shape[k] > 1
+        and any(d.dim == k and d.div > 1 for d in layout.digits)
+        and shape[k] % max(d.div for d in layout.digits if d.dim == k)
+    )
     return coords, opened, ranges, guards
 
 
@@ -175,5 +216,13 @@ def _copy_emit(lw, node, binds) -> None:
         lw.close()
 
 
-COPY = KernelDef("copy", "move", False, frozenset(), _copy_applies, _copy_cost, _copy_emit,
-                 "packing copy into an L1 buffer or a scratch block: new layout and/or dtype (loop nest)")
+COPY = KernelDef(
+    "copy",
+    "move",
+    False,
+    frozenset(),
+    _copy_applies,
+    _copy_cost,
+    _copy_emit,
+    "packing copy into an L1 buffer or a scratch block: new layout and/or dtype (loop nest)",
+)

@@ -1,4 +1,5 @@
 """Outer-product kernels: C (+)= A·B one k step at a time, on a tile of C held in registers."""
+
 from __future__ import annotations
 
 from math import ceil
@@ -15,8 +16,8 @@ from morello_build.target.kernels.common import (
 
 # -- mac_scalar: c += a * b on scalar registers -------------------------------------------------------
 def _mac_applies(op, target):
-    return op.iter_shape == (1, 1, 1, 1) and op.accum and all(
-        t.level == Level.RF and t.dtype == F32 for t in op.operands
+    return (
+        op.iter_shape == (1, 1, 1, 1) and op.accum and all(t.level == Level.RF and t.dtype == F32 for t in op.operands)
     )
 
 
@@ -27,7 +28,13 @@ def _mac_emit(lw, node, binds) -> None:
 
 
 MAC_SCALAR = KernelDef(
-    "mac_scalar", "matmul", False, frozenset(), _mac_applies, lambda op, t: Features.of(scalar_op=1), _mac_emit,
+    "mac_scalar",
+    "matmul",
+    False,
+    frozenset(),
+    _mac_applies,
+    lambda op, t: Features.of(scalar_op=1),
+    _mac_emit,
     "c += a * b on scalar registers",
 )
 
@@ -42,9 +49,14 @@ def _fma_outer_regs(op, target) -> int:
 def _fma_outer_applies(op, target):
     b, m, k, n = op.iter_shape
     return (
-        b == 1 and k == 1 and op.accum and target.lanes > 0
-        and in_vrf(op.c, target) and in_vrf(op.b, target)
-        and op.a.dtype == F32 and op.a.level in (Level.GL, Level.L1, Level.RF)
+        b == 1
+        and k == 1
+        and op.accum
+        and target.lanes > 0
+        and in_vrf(op.c, target)
+        and in_vrf(op.b, target)
+        and op.a.dtype == F32
+        and op.a.level in (Level.GL, Level.L1, Level.RF)
         and _fma_outer_regs(op, target) <= target.vector_regs
     )
 
@@ -83,6 +95,13 @@ def _fma_outer_emit(lw, node, binds) -> None:
 
 
 FMA_OUTER = KernelDef(
-    "fma_outer", "matmul", True, frozenset(), _fma_outer_applies, _fma_outer_cost, _fma_outer_emit,
-    "register tile C[m,n] += broadcast(A[m,0]) * B[0,n]: one FMA per C register", _fma_outer_regs,
+    "fma_outer",
+    "matmul",
+    True,
+    frozenset(),
+    _fma_outer_applies,
+    _fma_outer_cost,
+    _fma_outer_emit,
+    "register tile C[m,n] += broadcast(A[m,0]) * B[0,n]: one FMA per C register",
+    _fma_outer_regs,
 )

@@ -1,4 +1,5 @@
 """Zeroing kernels: vector registers, scalar registers, a memory tile."""
+
 from __future__ import annotations
 
 import itertools
@@ -68,9 +69,20 @@ def _memzero_cost(op, target):
     return Features.of(copy_elem=op.dst.volume * 0.5, vec_store=op.dst.lines())
 
 
-VZERO = KernelDef("vzero", "zero", True, frozenset(), _vzero_applies, _vzero_cost, _vzero_emit,
-                  "zero vector registers", lambda op, target: registers(op.dst, target))
-SZERO = KernelDef("szero", "zero", False, frozenset(), _szero_applies, _szero_cost, _szero_emit,
-                  "zero scalar registers")
-MEMZERO = KernelDef("memzero", "zero", False, frozenset(), _memzero_applies, _memzero_cost, _memzero_emit,
-                    "zero a memory tile")
+VZERO = KernelDef(
+    "vzero",
+    "zero",
+    True,
+    frozenset(),
+    _vzero_applies,
+    _vzero_cost,
+    _vzero_emit,
+    "zero vector registers",
+    lambda op, target: registers(op.dst, target),
+)
+SZERO = KernelDef(
+    "szero", "zero", False, frozenset(), _szero_applies, _szero_cost, _szero_emit, "zero scalar registers"
+)
+MEMZERO = KernelDef(
+    "memzero", "zero", False, frozenset(), _memzero_applies, _memzero_cost, _memzero_emit, "zero a memory tile"
+)
