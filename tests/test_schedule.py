@@ -218,7 +218,7 @@ def test_actions_say_why_they_do_not_apply():
             "rounds-partial-sums",
         ),
         (ToAccum(), acc, t, "accumulates"),
-        (ToAccum(), MoveOperand(2, Level.VRF).plan(acc, t).subspecs[0], t, "not-matmul"),
+        (ToAccum(), MoveOperand(2, Level.VRF).plan(acc, t).subspecs[0], t, "no-reduction"),
         (Select("nope"), spec, t, "unknown-kernel"),
         (Select("vload"), spec, t, "wrong-kind"),
         (Select("dot_bf16_dp"), spec, t, "lacks-features"),

@@ -193,8 +193,9 @@ def short_runs(op, tile: tuple[int, ...], dims: tuple[int, ...], trips: int, tar
     starts afresh: the loop steps the input along a dim other than its fastest one, so every trip reads
     new runs, and those shorter than a page each count (stepping the fastest dim continues the previous
     trip's runs). Inputs the op reuses (GEMM operands) come from the caches after their first reads;
-    loops of moves count none, since the matmul loops that place their tiles were charged."""
-    if op.kind != "matmul":
+    loops of ops without a reduction (moves, zeroing) count none, since the loops that place their tiles
+    were charged."""
+    if not op.reduction_dims:
         return 0
     runs = 0
     for i, (t, idims) in enumerate(zip(op.operands, op.operand_iter_dims)):

@@ -84,7 +84,8 @@ def _zero_registers(spec: Spec, target):
     """The catalog kernel that zeroes the register tile of C: the first zero kernel of the target's
     catalog that applies, built as Select builds it (overwrite.py may not import the actions, whose
     Tile imports it)."""
-    zspec = canonicalize(Spec(Zero(spec.op.c, serial=spec.op.serial), spec.limits))
+    (out,) = spec.op.outputs
+    zspec = canonicalize(Spec(Zero(spec.op.operands[out], serial=spec.op.serial), spec.limits))
     for k in target.kernels():
         if k.kind == "zero" and k.applies(zspec.op, target):
             return recost(Kernel(zspec, k.name, 0.0, features=k.cost(zspec.op, target)), target)

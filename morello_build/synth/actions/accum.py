@@ -6,13 +6,13 @@ from dataclasses import dataclass, replace
 from typing import ClassVar
 
 from morello_build.ir.impl import Accum, Kernel, max_peaks
-from morello_build.ir.spec import Matmul, Spec, Zero, canonicalize
+from morello_build.ir.spec import Spec, Zero, canonicalize
 from morello_build.synth import cost as costmodel
 from morello_build.synth.actions.plan import Plan, Refusal
 from morello_build.synth.cost import NONE
 from morello_build.target.kernels import BY_NAME
 
-NOT_MATMUL = Refusal("not-matmul", "only a matmul accumulates, not a {}")
+NO_REDUCTION = Refusal("no-reduction", "a {} sums over no dim: there is nothing to accumulate")
 ACCUMULATES = Refusal("accumulates", "it already accumulates")
 UNKNOWN_KERNEL = Refusal("unknown-kernel", "unknown kernel '{}' (accepted: {})")
 WRONG_KIND = Refusal("wrong-kind", "{} implements a {}, not a {}")
@@ -24,17 +24,19 @@ _DOES_NOT_FIT = {k.name: KERNEL_DOES_NOT_FIT(k.name, k.doc) for k in BY_NAME.val
 
 @dataclass(frozen=True)
 class ToAccum:
-    """C = A·B  becomes  C = 0; C += A·B."""
+    """An op that sums over reduction dims, C = A·B, becomes C = 0; C += A·B (its output zeroed, then the
+    accumulating op)."""
 
     TAG: ClassVar[str] = "A"
 
     def plan(self, spec: Spec, target) -> Plan | Refusal:
         op = spec.op
-        if not isinstance(op, Matmul):
-            return NOT_MATMUL(op.kind)
+        if not op.reduction_dims:
+            return NO_REDUCTION(op.kind)
         if op.accum:
             return ACCUMULATES
-        zero = canonicalize(Spec(Zero(op.c, serial=op.serial), spec.limits))
+        (out,) = op.outputs
+        zero = canonicalize(Spec(Zero(op.operands[out], serial=op.serial), spec.limits))
         body = canonicalize(replace(spec, op=replace(op, accum=True)))
 
         def build(impls):
