@@ -99,3 +99,29 @@ def test_targets_carry_machine_and_isa_facts():
     assert TARGETS["highway"].helpers == "hwy_avx2" and "bmi2" in TARGETS["highway"].target_attr
     with pytest.raises(ValueError, match="line size"):
         Target("odd", frozenset(), 0, 0, line_bytes=128)
+
+
+@pytest.mark.parametrize(
+    "spec,isa",
+    [
+        ("matmul 1x300x37 a=f32 b=bf16:col", "avx2"),
+        ("matmul 1x64x5 b=f32:col", "avx512"),
+        ("matmul 1x96x3 a=bf16 b=bf16:col", "avx512_bf16"),
+        ("matmul 13x37x29", "avx2"),
+    ],
+)
+def test_kernel_records_declare_the_vector_registers_they_use(spec, isa):
+    """Every vector kernel of a synthesized program says how many registers it occupies, and that fits the
+    target's register file (the record's register use is data the search and a reader can check)."""
+    from morello_build.ir.impl import Kernel, walk
+    from morello_build.tools import api
+
+    _, target, impl, _ = api.synthesize_program(spec, isa=isa, db=None)
+    kernels = [n for n in walk(impl) if isinstance(n, Kernel)]
+    records = {n.name: target.kernel(n.name) for n in kernels}
+    assert any(r.vector for r in records.values())
+    for node in kernels:
+        record = records[node.name]
+        regs = record.vector_regs(node.spec.op, target)
+        assert (regs >= 1) == record.vector, (node.name, regs)
+        assert regs <= target.vector_regs, (node.name, regs)

@@ -43,8 +43,29 @@ def _max_dot_cols(target, accumulators_per_col):
     return max(1, min(4, (target.vector_regs - 4) // accumulators_per_col))
 
 
+# Per flavour: K elements per accumulator step (in lanes), independent FMA chains wanted per kernel, and
+# vector temporaries beside the accumulators (A and B vectors: widening loads both halves of a pair).
+_FLAVOURS = {"f32": (1, 8, 2), "widen": (2, 4, 4), "dp": (2, 8, 2)}
+
+
+def _accumulators(k: int, n: int, lanes: int, kind: str) -> int:
+    """Vector accumulators per column: enough chains to hide FMA latency, at most 4 and one per K step."""
+    per_step, chains, _ = _FLAVOURS[kind]
+    return max(1, min(4, chains // n, k // (per_step * lanes)))
+
+
+def _vector_regs(kind: str):
+    """The registers a dot kernel of ``kind`` occupies: its accumulators and its temporaries."""
+
+    def regs(op, target) -> int:
+        _, _, k, n = op.iter_shape
+        return n * _accumulators(k, n, target.lanes, kind) + _FLAVOURS[kind][2]
+
+    return regs
+
+
 # -- emitters' shared parts -----------------------------------------------------------------------------
-def _setup(lw, node, binds, kind: str, chains: int):
+def _setup(lw, node, binds, kind: str):
     a, b, c = binds
     _, _, k, n = node.spec.op.iter_shape
     if c.level != Level.RF:
@@ -54,9 +75,7 @@ def _setup(lw, node, binds, kind: str, chains: int):
             raise lw.error("dot kernel: a B column is not contiguous along K")
     if kind != "widen" and k > 1 and lw.step(a, (0, 0, 0), (0, 0, 1)) != 1:
         raise lw.error("dot kernel: A is not contiguous along K")
-    step = lw.W if kind == "f32" else 2 * lw.W
-    full = k // step
-    u = max(1, min(4, chains // n, full))
+    u = _accumulators(k, n, lw.W, kind)
     lw.open("{")
     lw.emit(f"// {node.name}: {n} column(s), K = {k}, {u} accumulator(s) per column")
     accs = [[lw.fresh("acc") for _ in range(u)] for _ in range(n)]
@@ -112,7 +131,7 @@ def _f32_cost(op, target):
 
 
 def _f32_emit(lw, node, binds) -> None:
-    c, k, accs, ap, bps, u = _setup(lw, node, binds, "f32", chains=8)
+    c, k, accs, ap, bps, u = _setup(lw, node, binds, "f32")
     W = lw.W
     full, tail = divmod(k, W)
 
@@ -131,14 +150,15 @@ def _f32_emit(lw, node, binds) -> None:
 
 
 DOT_F32 = KernelDef(
-    "dot_f32",
-    "matmul",
-    True,
-    frozenset(),
-    _f32_applies,
-    _f32_cost,
-    _f32_emit,
-    "n f32 dot products over K (B stored N×K), vector accumulators, one horizontal sum each",
+    name="dot_f32",
+    kind="matmul",
+    vector=True,
+    features=frozenset(),
+    applies=_f32_applies,
+    cost=_f32_cost,
+    emit=_f32_emit,
+    doc="n f32 dot products over K (B stored N×K), vector accumulators, one horizontal sum each",
+    vector_regs=_vector_regs("f32"),
 )
 
 
@@ -180,7 +200,7 @@ def _strip_offsets(lw, a, k0: int, cnt: int):
 
 def _widen_emit(lw, node, binds) -> None:
     a = binds[0]
-    c, k, accs, ap, bps, u = _setup(lw, node, binds, "widen", chains=4)
+    c, k, accs, ap, bps, u = _setup(lw, node, binds, "widen")
     step = 2 * lw.W
     full, tail = divmod(k, step)
     vt, v = lw.target.vtype, lw.v
@@ -216,14 +236,15 @@ def _widen_emit(lw, node, binds) -> None:
 
 
 DOT_BF16_WIDEN = KernelDef(
-    "dot_bf16_widen",
-    "matmul",
-    True,
-    frozenset(),
-    _widen_applies,
-    _widen_cost,
-    _widen_emit,
-    "f32 A (odd/even interleaved) times bf16 B columns: widen by shift and mask, FMA in f32",
+    name="dot_bf16_widen",
+    kind="matmul",
+    vector=True,
+    features=frozenset(),
+    applies=_widen_applies,
+    cost=_widen_cost,
+    emit=_widen_emit,
+    doc="f32 A (odd/even interleaved) times bf16 B columns: widen by shift and mask, FMA in f32",
+    vector_regs=_vector_regs("widen"),
 )
 
 
@@ -244,7 +265,7 @@ def _dp_cost(op, target):
 
 
 def _dp_emit(lw, node, binds) -> None:
-    c, k, accs, ap, bps, u = _setup(lw, node, binds, "dp", chains=8)
+    c, k, accs, ap, bps, u = _setup(lw, node, binds, "dp")
     step = 2 * lw.W
     full, tail = divmod(k, step)
 
@@ -261,12 +282,13 @@ def _dp_emit(lw, node, binds) -> None:
 
 
 DOT_BF16_DP = KernelDef(
-    "dot_bf16_dp",
-    "matmul",
-    True,
-    frozenset({"avx512bf16"}),
-    _dp_applies,
-    _dp_cost,
-    _dp_emit,
-    "bf16 A times bf16 B columns with vdpbf16ps (pairs along K), f32 accumulators",
+    name="dot_bf16_dp",
+    kind="matmul",
+    vector=True,
+    features=frozenset({"avx512bf16"}),
+    applies=_dp_applies,
+    cost=_dp_cost,
+    emit=_dp_emit,
+    doc="bf16 A times bf16 B columns with vdpbf16ps (pairs along K), f32 accumulators",
+    vector_regs=_vector_regs("dp"),
 )

@@ -85,24 +85,26 @@ def _vstore_emit(lw, node, binds) -> None:
 
 
 VLOAD = KernelDef(
-    "vload",
-    "move",
-    True,
-    frozenset(),
-    _vload_applies,
-    _vload_cost,
-    _vload_emit,
-    "vector load into a register (masked tail; bf16 widened to f32)",
+    name="vload",
+    kind="move",
+    vector=True,
+    features=frozenset(),
+    applies=_vload_applies,
+    cost=_vload_cost,
+    emit=_vload_emit,
+    doc="vector load into a register (masked tail; bf16 widened to f32)",
+    vector_regs=lambda op, target: 1,  # one register (at most W elements)
 )
 VSTORE = KernelDef(
-    "vstore",
-    "move",
-    True,
-    frozenset(),
-    _vstore_applies,
-    _vstore_cost,
-    _vstore_emit,
-    "vector store from a register (masked tail; f32 rounded to bf16, nearest-even)",
+    name="vstore",
+    kind="move",
+    vector=True,
+    features=frozenset(),
+    applies=_vstore_applies,
+    cost=_vstore_cost,
+    emit=_vstore_emit,
+    doc="vector store from a register (masked tail; f32 rounded to bf16, nearest-even)",
+    vector_regs=lambda op, target: 1,  # one register (at most W elements)
 )
 
 
@@ -126,24 +128,24 @@ def _scalar_move_emit(lw, node, binds) -> None:
 
 
 SCALAR_LOAD = KernelDef(
-    "scalar_load",
-    "move",
-    False,
-    frozenset(),
-    _scalar_load_applies,
-    _scalar_move_cost,
-    _scalar_move_emit,
-    "one element into a scalar register (bf16 widened)",
+    name="scalar_load",
+    kind="move",
+    vector=False,
+    features=frozenset(),
+    applies=_scalar_load_applies,
+    cost=_scalar_move_cost,
+    emit=_scalar_move_emit,
+    doc="one element into a scalar register (bf16 widened)",
 )
 SCALAR_STORE = KernelDef(
-    "scalar_store",
-    "move",
-    False,
-    frozenset(),
-    _scalar_store_applies,
-    _scalar_move_cost,
-    _scalar_move_emit,
-    "one element from a scalar register (rounded to bf16 if needed)",
+    name="scalar_store",
+    kind="move",
+    vector=False,
+    features=frozenset(),
+    applies=_scalar_store_applies,
+    cost=_scalar_move_cost,
+    emit=_scalar_move_emit,
+    doc="one element from a scalar register (rounded to bf16 if needed)",
 )
 
 
@@ -217,12 +219,12 @@ def _copy_emit(lw, node, binds) -> None:
 
 
 COPY = KernelDef(
-    "copy",
-    "move",
-    False,
-    frozenset(),
-    _copy_applies,
-    _copy_cost,
-    _copy_emit,
-    "packing copy into an L1 buffer or a scratch block: new layout and/or dtype (loop nest)",
+    name="copy",
+    kind="move",
+    vector=False,
+    features=frozenset(),
+    applies=_copy_applies,
+    cost=_copy_cost,
+    emit=_copy_emit,
+    doc="packing copy into an L1 buffer or a scratch block: new layout and/or dtype (loop nest)",
 )

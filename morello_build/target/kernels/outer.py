@@ -28,14 +28,14 @@ def _mac_emit(lw, node, binds) -> None:
 
 
 MAC_SCALAR = KernelDef(
-    "mac_scalar",
-    "matmul",
-    False,
-    frozenset(),
-    _mac_applies,
-    lambda op, t: Features.of(scalar_op=1),
-    _mac_emit,
-    "c += a * b on scalar registers",
+    name="mac_scalar",
+    kind="matmul",
+    vector=False,
+    features=frozenset(),
+    applies=_mac_applies,
+    cost=lambda op, t: Features.of(scalar_op=1),
+    emit=_mac_emit,
+    doc="c += a * b on scalar registers",
 )
 
 
@@ -95,13 +95,13 @@ def _fma_outer_emit(lw, node, binds) -> None:
 
 
 FMA_OUTER = KernelDef(
-    "fma_outer",
-    "matmul",
-    True,
-    frozenset(),
-    _fma_outer_applies,
-    _fma_outer_cost,
-    _fma_outer_emit,
-    "register tile C[m,n] += broadcast(A[m,0]) * B[0,n]: one FMA per C register",
-    _fma_outer_regs,
+    name="fma_outer",
+    kind="matmul",
+    vector=True,
+    features=frozenset(),
+    applies=_fma_outer_applies,
+    cost=_fma_outer_cost,
+    emit=_fma_outer_emit,
+    doc="register tile C[m,n] += broadcast(A[m,0]) * B[0,n]: one FMA per C register",
+    vector_regs=_fma_outer_regs,
 )

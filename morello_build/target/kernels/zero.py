@@ -70,19 +70,33 @@ def _memzero_cost(op, target):
 
 
 VZERO = KernelDef(
-    "vzero",
-    "zero",
-    True,
-    frozenset(),
-    _vzero_applies,
-    _vzero_cost,
-    _vzero_emit,
-    "zero vector registers",
-    lambda op, target: registers(op.dst, target),
+    name="vzero",
+    kind="zero",
+    vector=True,
+    features=frozenset(),
+    applies=_vzero_applies,
+    cost=_vzero_cost,
+    emit=_vzero_emit,
+    doc="zero vector registers",
+    vector_regs=lambda op, target: registers(op.dst, target),
 )
 SZERO = KernelDef(
-    "szero", "zero", False, frozenset(), _szero_applies, _szero_cost, _szero_emit, "zero scalar registers"
+    name="szero",
+    kind="zero",
+    vector=False,
+    features=frozenset(),
+    applies=_szero_applies,
+    cost=_szero_cost,
+    emit=_szero_emit,
+    doc="zero scalar registers",
 )
 MEMZERO = KernelDef(
-    "memzero", "zero", False, frozenset(), _memzero_applies, _memzero_cost, _memzero_emit, "zero a memory tile"
+    name="memzero",
+    kind="zero",
+    vector=False,
+    features=frozenset(),
+    applies=_memzero_applies,
+    cost=_memzero_cost,
+    emit=_memzero_emit,
+    doc="zero a memory tile",
 )
