@@ -25,7 +25,8 @@ from morello_build.codegen import emit_header  # noqa: E402
 from morello_build.ir.spec import parse_spec  # noqa: E402
 from morello_build.synth.search import NoProgram, Search  # noqa: E402
 from morello_build.target import get_target  # noqa: E402
-from morello_build.tools.api import synthesize_program, write_if_changed  # noqa: E402
+from morello_build.tools.api import synthesize_program  # noqa: E402
+from morello_build.tools.files import write_if_changed  # noqa: E402
 
 # The matrix: f32 and bf16 (weights and activations), row/col layouts, size 1, primes, sizes that are
 # not multiples of the vector width (8 or 16), the flagship GEMV, batch, accum, K=1, N=1, serial.

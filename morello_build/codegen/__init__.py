@@ -62,7 +62,8 @@ def _env():
     )
 
 
-def _render(template: str, **ctx) -> str:
+def render(template: str, **ctx) -> str:
+    """A package template (templates/), rendered by the one Jinja environment of the generator."""
     return _env().get_template(template).render(**ctx)
 
 
@@ -131,7 +132,7 @@ def emit_header(user: UserSpec, impl, target, *, name: str = "kernel", namespace
     helper_libs = []
     if target.helpers:
         helper_libs.append(
-            _render(
+            render(
                 f"isa_{target.helpers}.hpp.j2",
                 rt=rt,
                 rt_guard=rt_guard,
@@ -164,7 +165,7 @@ def emit_header(user: UserSpec, impl, target, *, name: str = "kernel", namespace
 
     tree = format_tree(impl).splitlines()
     guard = "MORELLO_GEN_" + re.sub(r"[^0-9A-Za-z]", "_", f"{namespace}_{name}").upper() + "_HPP"
-    return _render(
+    return render(
         user.definition.header_template,
         qualified=f"{namespace}::{name}",
         name=name,
@@ -188,7 +189,7 @@ def emit_header(user: UserSpec, impl, target, *, name: str = "kernel", namespace
         cost_units="cost-model units, about cycles on one core",
         tree=tree,
         guard=guard,
-        runtime=_render("runtime.hpp.j2", rt=rt, rt_guard=rt_guard, version=__version__).rstrip("\n"),
+        runtime=render("runtime.hpp.j2", rt=rt, rt_guard=rt_guard, version=__version__).rstrip("\n"),
         helper_libs=helper_libs,
         helpers=target.helpers,
         rt=rt,

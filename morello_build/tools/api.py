@@ -1,12 +1,10 @@
-"""The Python entry points the CLI, CMake and the pybind11 bridge share: spec string -> header text.
-(``write_if_changed`` is tools/files.py's, re-exported for cpp_tests/gen_tests.py.)"""
+"""The Python entry points the CLI, CMake and the pybind11 bridge share: spec string -> header text."""
 
 from __future__ import annotations
 
 from morello_build.ir.spec import UserSpec, parse_spec
 from morello_build.synth.search import synthesize
 from morello_build.target import get_target
-from morello_build.tools.files import write_if_changed as write_if_changed
 
 
 def synthesize_program(spec: str | UserSpec, *, isa: str = "native", db: str | None = None, progress=None):

@@ -52,6 +52,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
+from morello_build.codegen import render
 from morello_build.fingerprint import generator_fingerprint
 from morello_build.tools.files import atomic_output, write_if_changed
 from morello_build.tools.pykernel import Kernel
@@ -70,25 +71,6 @@ stats = {"compile": 0, "link": 0, "disk_hits": 0, "memory_hits": 0, "synthesized
 
 class BuildError(RuntimeError):
     """The C++ compiler failed on a generated kernel or the binding; the message has the command and output."""
-
-
-def _render(template: str, **ctx) -> str:
-    """One of the bridge's C++ sources, ``templates/pyapi_*.j2`` (rendered like codegen's templates)."""
-    return _env().get_template(template).render(**ctx)
-
-
-@lru_cache(maxsize=1)
-def _env():
-    import jinja2
-
-    return jinja2.Environment(
-        loader=jinja2.PackageLoader("morello_build", "templates"),
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        autoescape=False,
-    )
 
 
 # -- cache, compiler ---------------------------------------------------------------------------------
@@ -189,7 +171,7 @@ class _Toolchain:
 def _toolchain() -> _Toolchain:
     cxx = tuple(_compiler())
     objs = cache_dir() / "objs"
-    entry_h = _render("pyapi_entry.h.j2")
+    entry_h = render("pyapi_entry.h.j2")
     write_if_changed(objs / "mb_entry.h", entry_h)
     return _Toolchain(cxx, _compiler_identity(cxx), objs, entry_h)
 
@@ -198,7 +180,7 @@ def _binding_object(tc: _Toolchain) -> Path:
     """The generic pybind11 module: the only source that parses pybind11 headers (~4 s), built once."""
     import pybind11
 
-    source = _render("pyapi_module.cpp.j2", module_name=MODULE_NAME)
+    source = render("pyapi_module.cpp.j2", module_name=MODULE_NAME)
     return tc.compile("binding", source, pybind11.__version__, sys.version, flags=_include_flags())
 
 
@@ -210,7 +192,7 @@ def _kernels_object(tc: _Toolchain, entries: Sequence[_Entry]) -> tuple[Path, li
         headers.append(tc.objs / f"kernel-{_sha(e.header)[:24]}.hpp")  # named by content: in the source's hash
         write_if_changed(headers[-1], e.header)
     kernels = [{"header": h.name, "ns": e.namespace, "name": e.name} for h, e in zip(headers, entries)]
-    return tc.compile("kernels", _render("pyapi_exports.cpp.j2", kernels=kernels)), headers
+    return tc.compile("kernels", render("pyapi_exports.cpp.j2", kernels=kernels)), headers
 
 
 def _load(ext: Path, modname: str):
@@ -238,7 +220,7 @@ def _build_extension(entries: Sequence[_Entry]) -> tuple[object, list[Path]]:
         kernels_o, headers = _kernels_object(tc, entries)
         # pybind11 caches modules by name: each extension gets its own (see templates/pyapi_table.cpp.j2).
         modname = "_mb_" + _sha(binding_o.name, kernels_o.name)[:24]
-        table = _render("pyapi_table.cpp.j2", count=len(entries), modname=modname, binding=MODULE_NAME)
+        table = render("pyapi_table.cpp.j2", count=len(entries), modname=modname, binding=MODULE_NAME)
         link_inputs = [binding_o, kernels_o, tc.compile("table", table)]
         suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
         ekey = _sha(*(p.name for p in link_inputs), tc.ident, *LDFLAGS)[:16]

@@ -18,11 +18,11 @@ class KernelDef:
     name: str
     kind: str  # the op kind it implements
     vector: bool  # needs vector registers (any target with lanes > 0)
-    features: frozenset[str]  # ISA features it needs beyond that (e.g. avx512bf16)
     applies: Callable  # (op, target) -> bool
     cost: Callable  # (op, target) -> cost.Features: the counts its cost is made of (cost.py prices them)
     emit: Callable  # (lowerer, node, bindings) -> None: appends its C++ statements
     doc: str
+    features: frozenset[str] = frozenset()  # ISA features it needs beyond vector registers (e.g. avx512bf16)
     vector_regs: Callable = lambda op, target: 0  # (op, target) -> vector registers it occupies
 
     def available_on(self, target) -> bool:
