@@ -124,6 +124,23 @@ def _canonical(t: TensorSpec) -> TensorSpec:
 
 
 # -- operations ------------------------------------------------------------------------------------
+_FACTS = ("kind", "iter_names", "operand_names", "outputs", "operand_iter_dims", "reduction_dims")
+
+
+def _defined_by(definition):
+    """Class decorator: the op class takes its facts from its OpDef (class attributes, so the search's
+    hot paths read them without a property call)."""
+
+    def decorate(cls):
+        cls.definition = definition
+        for name in _FACTS:
+            setattr(cls, name, getattr(definition, name))
+        return cls
+
+    return decorate
+
+
+@_defined_by(MATMUL)
 @dataclass(frozen=True, order=True)
 class Matmul:
     """C (+)= A · B, batched over dim 0."""
@@ -133,10 +150,6 @@ class Matmul:
     c: TensorSpec
     accum: bool = False
     serial: bool = False
-
-    definition = MATMUL
-    kind, iter_names, operand_names, outputs = MATMUL.kind, MATMUL.iter_names, MATMUL.operand_names, MATMUL.outputs
-    operand_iter_dims, reduction_dims = MATMUL.operand_iter_dims, MATMUL.reduction_dims
 
     @property
     def operands(self) -> tuple[TensorSpec, ...]:
@@ -152,6 +165,7 @@ class Matmul:
         return Matmul(ops[0], ops[1], ops[2], self.accum, self.serial if serial is None else serial)
 
 
+@_defined_by(MOVE)
 @dataclass(frozen=True, order=True)
 class Move:
     """Copy ``src`` into ``dst`` (same shape; the dtype may widen bf16 -> f32 or round f32 -> bf16)."""
@@ -160,9 +174,6 @@ class Move:
     dst: TensorSpec
     serial: bool = False
 
-    definition = MOVE
-    kind, iter_names, operand_names, outputs = MOVE.kind, MOVE.iter_names, MOVE.operand_names, MOVE.outputs
-    operand_iter_dims, reduction_dims = MOVE.operand_iter_dims, MOVE.reduction_dims
     accum = False
 
     @property
@@ -177,14 +188,12 @@ class Move:
         return Move(ops[0], ops[1], self.serial if serial is None else serial)
 
 
+@_defined_by(ZERO)
 @dataclass(frozen=True, order=True)
 class Zero:
     dst: TensorSpec
     serial: bool = False
 
-    definition = ZERO
-    kind, iter_names, operand_names, outputs = ZERO.kind, ZERO.iter_names, ZERO.operand_names, ZERO.outputs
-    operand_iter_dims, reduction_dims = ZERO.operand_iter_dims, ZERO.reduction_dims
     accum = False
 
     @property
