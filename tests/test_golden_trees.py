@@ -30,9 +30,10 @@ W2 = {f"w2_n{n}{s}": f"matmul {n}x{n}x{n}{s and ' serial'}" for n in (256, 512, 
 W3 = {f"w3_n{n}{s}": f"matmul {n}x{n}x{n}{s and ' serial'}" for n in (8, 16, 32, 64, 128) for s in ("", "_serial")}
 W4 = {f"w4_n{n}": f"matmul 1x{n}x{n} b=f32:col" for n in (2048, 4096)}
 
-# avx512_bf16 (the richest target: every kernel family) for all of them; avx2 for the GEMVs and small GEMMs.
+# avx512_bf16 (the richest target: every kernel family) for all of them; avx2 for the flagship GEMVs, whose
+# 8-lane programs differ most (its small GEMMs only change register tiles: kept out to keep the suite short).
 CASES = [("avx512_bf16", name, spec) for name, spec in {**W1, **W2, **W3, **W4}.items()]
-CASES += [("avx2", name, spec) for name, spec in {**W1, **W3, **W4}.items()]
+CASES += [("avx2", name, spec) for name, spec in W1.items()]
 
 
 @pytest.fixture(scope="module")

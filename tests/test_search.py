@@ -29,17 +29,22 @@ def shared_search(isa: str) -> Search:
     return Search(TARGETS[isa])
 
 
-user_specs = st.builds(
-    UserSpec,
-    m=st.integers(1, 7),
-    k=st.integers(1, 7),
-    n=st.integers(1, 7),
-    dtypes=st.tuples(*[st.sampled_from([DType.F32, DType.BF16])] * 3),
-    layouts=st.tuples(*[st.sampled_from(["row", "col"])] * 3),
-    batch=st.integers(1, 2),
-    accum=st.booleans(),
-    serial=st.booleans(),
-)
+def user_specs_up_to(size: int, **more):
+    """Random small specs: M, K, N in 1..size, every dtype and layout per operand, accum or not (and
+    ``more`` strategies, e.g. batch)."""
+    return st.builds(
+        UserSpec,
+        m=st.integers(1, size),
+        k=st.integers(1, size),
+        n=st.integers(1, size),
+        dtypes=st.tuples(*[st.sampled_from([DType.F32, DType.BF16])] * 3),
+        layouts=st.tuples(*[st.sampled_from(["row", "col"])] * 3),
+        accum=st.booleans(),
+        **more,
+    )
+
+
+user_specs = user_specs_up_to(7, batch=st.integers(1, 2), serial=st.booleans())
 
 
 def random_operands(spec, seed):
@@ -113,15 +118,7 @@ limits_st = st.builds(
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
-    st.builds(
-        UserSpec,
-        m=st.integers(1, 5),
-        k=st.integers(1, 5),
-        n=st.integers(1, 5),
-        dtypes=st.tuples(*[st.sampled_from([DType.F32, DType.BF16])] * 3),
-        layouts=st.tuples(*[st.sampled_from(["row", "col"])] * 3),
-        accum=st.booleans(),
-    ),
+    user_specs_up_to(5),
     st.sampled_from(ISAS),
     limits_st,
     st.tuples(st.sampled_from([0, 4096, 16384]), st.sampled_from([0, 64, 512]), st.sampled_from([0, 4, 16])),
@@ -216,16 +213,7 @@ def test_dp_equals_exhaustive(text, isa, limits):
 
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
-    st.builds(
-        UserSpec,
-        m=st.integers(1, 5),
-        k=st.integers(1, 5),
-        n=st.integers(1, 5),
-        dtypes=st.tuples(*[st.sampled_from([DType.F32, DType.BF16])] * 3),
-        layouts=st.tuples(*[st.sampled_from(["row", "col"])] * 3),
-        batch=st.integers(1, 2),
-        accum=st.booleans(),
-    ),
+    user_specs_up_to(5, batch=st.integers(1, 2)),
     st.sampled_from(ISAS),
 )
 def test_pruning_never_changes_the_answer(user, isa):
@@ -272,15 +260,7 @@ def test_memo_order_does_not_change_the_answer():
 
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
-    st.builds(
-        UserSpec,
-        m=st.integers(1, 4),
-        k=st.integers(1, 4),
-        n=st.integers(1, 4),
-        dtypes=st.tuples(*[st.sampled_from([DType.F32, DType.BF16])] * 3),
-        layouts=st.tuples(*[st.sampled_from(["row", "col"])] * 3),
-        accum=st.booleans(),
-    ),
+    user_specs_up_to(4),
     st.sampled_from(("scalar", "avx2", "avx512")),
     st.lists(limits_st, min_size=2, max_size=3),
 )

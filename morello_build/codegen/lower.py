@@ -19,6 +19,7 @@ from math import ceil, prod
 from morello_build.ir.affine import Affine, Expr, expr_c, layout_offset, paren
 from morello_build.ir.impl import Accum, Kernel, Loop, MoveImpl
 from morello_build.ir.layout import Layout
+from morello_build.ir.levels import Alloc
 from morello_build.ir.spec import DType, Level
 
 F32, BF16 = DType.F32, DType.BF16
@@ -183,7 +184,7 @@ class Lowerer:
             root = self.fresh("buf")
             n = buf.layout.buffer_elements(buf.shape)
             padded = n > prod(buf.shape)  # zeroed padding: deterministic, sanitizer-clean
-            if level == Level.GL:  # a scratch block: too big for the stack of a pool's worker thread
+            if level.alloc == Alloc.SCRATCH:  # too big for the stack of a pool's worker thread
                 self.emit(f"{self.rt}::Scratch<{buf.dtype.ctype}> {root}_owner({n}, {str(padded).lower()});")
                 self.emit(f"{buf.dtype.ctype}* const {root} = {root}_owner.data;")
             else:
