@@ -101,6 +101,54 @@ def test_bad_strings_name_the_bad_token(text, token):
     assert "accepted" in msg
 
 
+# -- sizes: what the generated code can index (ir/sizes.py) ---------------------------------------------
+MAX = 2**31 - 1  # a C++ int (kernel_info) and an rtree_i32 coordinate
+
+
+@pytest.mark.parametrize(
+    "text, token, words",
+    [
+        ("matmul ４x4x4", "４x4x4", "'４' is not a positive integer in ASCII digits"),
+        ("matmul 4x٤x4", "4x٤x4", "ASCII digits"),
+        ("matmul 4x4x4 batch=²", "batch=²", "ASCII digits"),
+        ("matmul 4×4×4", "4×4×4", "separated by the letter x"),
+        (f"matmul {MAX + 1}x4x4", f"{MAX + 1}x4x4", f"size {MAX + 1} is too large (at most 2,147,483,647"),
+        ("matmul 4x4x99999999999999999999", "4x4x99999999999999999999", "too large"),
+        ("matmul 4x4x4 batch=99999999999", "batch=99999999999", "too large"),
+    ],
+)
+def test_sizes_are_ascii_and_fit_a_cxx_int(text, token, words):
+    with pytest.raises(SpecError) as e:
+        parse_spec(text)
+    assert f"'{token}'" in str(e.value) and words in str(e.value) and "\n" not in str(e.value)
+
+
+@given(st.integers(MAX - 2, MAX), st.sampled_from(["row", "col"]))
+@settings(max_examples=10, deadline=None)
+def test_sizes_up_to_the_bound_round_trip(size, layout):
+    for text in (f"matmul {size}x1x2 b=f32:{layout} batch=3", f"matmul 1x2x1 b=f32:{layout} batch={size}"):
+        assert size in parse_spec(text).iter_shape and parse_spec(str(parse_spec(text))) == parse_spec(text)
+
+
+@pytest.mark.parametrize(
+    "text, ok",
+    [
+        (f"matmul {MAX}x{2**30}x1", True),  # a: 2^63 - 2^32 bytes
+        (f"matmul {MAX}x{2**30 + 1}x1", False),
+        (f"matmul {MAX}x{2**31 - 1}x1 a=bf16", True),  # 2-byte elements
+        (f"matmul {MAX}x1x{2**30} batch=2", False),  # c
+        (f"matmul 4x{MAX}x{MAX}", False),  # b
+    ],
+)
+def test_each_operand_fits_ptrdiff_t_offsets_in_bytes(text, ok):
+    if ok:
+        parse_spec(text)
+        return
+    with pytest.raises(SpecError, match=r"is too large: operand [abc] .* std::ptrdiff_t") as e:
+        parse_spec(text)
+    assert f"'{text}'" in str(e.value)
+
+
 @pytest.mark.parametrize("text", ["", "   ", "\n"])
 def test_empty_spec(text):
     with pytest.raises(SpecError, match="empty spec"):

@@ -17,6 +17,7 @@ from morello_build.ir.layout import NAMED, Layout, col_major, row_major
 from morello_build.ir.levels import Level
 from morello_build.ir.machine import ALIAS_MAX, ALIAS_MIN, DEFAULT_LIMITS, L2_WAYS
 from morello_build.ir.ops import MATMUL, MOVE, ZERO
+from morello_build.ir.sizes import operand_bytes_problem, size_problem
 
 
 class SpecError(ValueError):
@@ -331,8 +332,8 @@ def _bad(token: str, why: str) -> SpecError:
 
 
 def _positive_int(token: str, text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
-        raise _bad(token, "expected a positive integer")
+    if why := size_problem(text):
+        raise _bad(token, why)
     return int(text)
 
 
@@ -347,7 +348,7 @@ def parse_spec(text: str) -> UserSpec:
         raise SpecError(f"spec is missing its MxKxN shape; accepted: {ACCEPTED}")
     dims = tokens[1].split("x")
     if len(dims) != 3:
-        raise _bad(tokens[1], "expected a shape MxKxN")
+        raise _bad(tokens[1], "expected a shape MxKxN (three sizes separated by the letter x)")
     m, k, n = (_positive_int(tokens[1], d) for d in dims)
     dtypes, layouts = [DType.F32] * 3, ["row"] * 3
     batch, accum, serial, seen = 1, False, False, set()
@@ -372,7 +373,10 @@ def parse_spec(text: str) -> UserSpec:
             dtypes[i], layouts[i] = _DTYPES[dt], lay if colon else "row"
         else:
             raise _bad(tok, "unknown option")
-    return UserSpec(m, k, n, tuple(dtypes), tuple(layouts), batch, accum, serial)
+    user = UserSpec(m, k, n, tuple(dtypes), tuple(layouts), batch, accum, serial)
+    if why := operand_bytes_problem(user.operand_shapes(), dtypes):
+        raise SpecError(f"spec '{' '.join(tokens)}' is too large: {why}")
+    return user
 
 
 def format_spec(u: UserSpec) -> str:
