@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
@@ -20,12 +21,33 @@ def atomic_output(path: str | os.PathLike) -> Iterator[str]:
     os.close(fd)
     try:
         yield tmp
-        os.replace(tmp, path)
+        os.chmod(tmp, _final_mode(path, tmp))
+        try:
+            os.replace(tmp, path)
+        except OSError as e:  # name the user's path (e.g. a directory), not our temporary file
+            raise type(e)(e.errno, e.strerror, str(path)) from None
     finally:
         try:
             os.unlink(tmp)
         except OSError:
             pass  # replaced: nothing left to remove
+
+
+def _final_mode(path: Path, tmp: str) -> int:
+    """The mode ``path`` gets: an existing file keeps its own (a user's ``chmod``); a new one gets what
+    ``open`` would give it under the umask (mkstemp makes 0600), executable if the writer made it so."""
+    try:
+        return stat.S_IMODE(path.stat().st_mode)
+    except FileNotFoundError:
+        pass
+    executable = os.stat(tmp).st_mode & 0o111
+    return (0o777 if executable else 0o666) & ~_umask()
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)  # reading the umask means setting it: put it back at once
+    os.umask(mask)
+    return mask
 
 
 def write_if_changed(path: str | os.PathLike, data: str | bytes) -> bool:
