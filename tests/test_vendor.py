@@ -128,7 +128,7 @@ def test_manifest_input(tmp_path):
         (["matmul 4x8"], "bad spec token '4x8'"),
         (["--name", "k", SMALL, GEMV], "--name needs exactly one SPEC"),
         (["--name", "1k", SMALL], "kernel name '1k' is not a valid C++ identifier"),
-        (["--namespace", "a::", SMALL], "namespace 'a::' is not a valid C++ namespace"),
+        (["--namespace", "a::", SMALL], "namespace 'a::' has an empty part"),
         (["--isa", "avx9", SMALL], "unknown ISA 'avx9'"),
         (["--manifest", "/nonexistent/kernels.json"], "cannot read manifest /nonexistent/kernels.json"),
         ([], "nothing to vendor"),

@@ -38,6 +38,32 @@ def is_cxx_identifier(name: str) -> bool:
     return re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) is not None and name not in CXX_KEYWORDS
 
 
+def name_problem(name: str) -> str | None:
+    """Why ``name`` cannot name a generated function or namespace part, or None: not an identifier, or
+    reserved to the C++ implementation ([lex.name]: any name with '__', or '_' and a capital)."""
+    if not is_cxx_identifier(name):
+        return "is not a valid C++ identifier"
+    if "__" in name or re.match(r"_[A-Z]", name):
+        return "is reserved to the C++ implementation (names with '__' or starting with '_' and a capital)"
+    return None
+
+
+def namespace_problem(namespace: str) -> tuple[str, str] | None:
+    """(the offending part, why) if ``namespace`` (``a`` or ``a::b``) cannot hold generated code, else None:
+    an empty part, a bad part (name_problem), or a top-level name the standard reserves (std, std1,
+    posix, a leading '_')."""
+    parts = namespace.split("::")
+    if "" in parts:
+        return namespace, "has an empty part (write a or a::b)"
+    for part in parts:
+        why = name_problem(part)
+        if why:
+            return part, why
+    if re.fullmatch(r"std[0-9]*|posix", parts[0]) or parts[0].startswith("_"):
+        return namespace, f"is reserved: the top-level namespace '{parts[0]}' belongs to the C++ implementation"
+    return None
+
+
 @cache
 def runtime_namespace() -> str:
     """Shared by the headers of one generator version and runtime: the digest of the runtime and ISA

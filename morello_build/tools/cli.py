@@ -48,9 +48,7 @@ def _synthesize(args, header: bool):
 
 
 def cmd_synth(args) -> int:
-    _check_identifier(args.name, "--name")
-    for part in args.namespace.split("::"):
-        _check_identifier(part, "--namespace")
+    _check_names(args.name, args.namespace)
     text = _synthesize(args, header=True)
     if args.output:
         write_if_changed(args.output, text)
@@ -98,11 +96,13 @@ def cmd_db(args) -> int:
     return 0 if ok else 1
 
 
-def _check_identifier(name: str, flag: str) -> None:
-    from morello_build.codegen import is_cxx_identifier
+def _check_names(name: str, namespace: str) -> None:
+    from morello_build.codegen import name_problem, namespace_problem
 
-    if not is_cxx_identifier(name):
-        raise UserError(f"{flag} '{name}' is not a valid C++ identifier")
+    if why := name_problem(name):
+        raise UserError(f"--name '{name}' {why}")
+    if problem := namespace_problem(namespace):
+        raise UserError(f"--namespace '{problem[0]}' {problem[1]}")
 
 
 def _add_synth_options(p, header: bool) -> None:

@@ -136,16 +136,16 @@ def _kernels_from_manifest(path: Path, args) -> list[Kernel]:
 
 
 def _validate(kernels: list[Kernel]) -> None:
-    from morello_build.codegen import is_cxx_identifier
+    from morello_build.codegen import name_problem, namespace_problem
     from morello_build.ir.spec import parse_spec
 
     seen: dict[str, str] = {}
     for k in kernels:
         parse_spec(k.spec)  # a bad spec: SpecError naming the token
-        if not is_cxx_identifier(k.name):
-            raise VendorError(f"kernel name '{k.name}' is not a valid C++ identifier")
-        if not all(is_cxx_identifier(p) for p in k.namespace.split("::")):
-            raise VendorError(f"namespace '{k.namespace}' is not a valid C++ namespace")
+        if why := name_problem(k.name):
+            raise VendorError(f"kernel name '{k.name}' {why}")
+        if problem := namespace_problem(k.namespace):
+            raise VendorError(f"namespace '{problem[0]}' {problem[1]}")
         header = Path(k.header)
         if header.is_absolute() or ".." in header.parts or not k.header.endswith((".hpp", ".h")):
             raise VendorError(f"header '{k.header}' must be a relative .hpp/.h path inside --out")
