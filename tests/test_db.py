@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import random
 import sqlite3
 
 import pytest
@@ -413,3 +414,139 @@ def test_other_schema_is_refused(tmp_path):
         _synth(path, SPECS[0])
     _assert_clear_error(path, e)
     assert "schema 999" in str(e.value)
+
+
+# -- rows that are valid SQLite but do not replay -----------------------------------------------------
+def _damaged_copy(filled, tmp_path, damage):
+    path = tmp_path / "d.db"
+    with sqlite3.connect(filled) as src, sqlite3.connect(path) as dst:
+        src.backup(dst)
+    with sqlite3.connect(path) as conn:
+        damage(conn)
+    return str(path)
+
+
+def _shuffle_decisions(seed):
+    def damage(conn):
+        ids, decisions = zip(*conn.execute("SELECT id, decision FROM rects ORDER BY id"))
+        shuffled = list(decisions)
+        random.Random(seed).shuffle(shuffled)
+        conn.executemany("UPDATE rects SET decision=? WHERE id=?", zip(shuffled, ids))
+
+    return damage
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        _shuffle_decisions(0),
+        _shuffle_decisions(1),
+        lambda conn: conn.execute("UPDATE decisions SET text='T:s:9,9' || id"),  # does not decode
+        lambda conn: conn.execute("UPDATE decisions SET text=replace(text, 'M:0:', 'M:7:')"),  # no operand 7
+        lambda conn: conn.execute("UPDATE rects SET decision=decision+1000"),  # no such decision
+        lambda conn: conn.execute("UPDATE rects SET nlo=nlo*2, nhi=nhi*2"),  # another cost
+    ],
+)
+def test_decisions_that_do_not_replay_are_corruption_not_a_traceback(filled, tmp_path, capsys, damage):
+    """Never a traceback and never another program: either the DB's answer is what fresh synthesis finds
+    (a damage the specs do not reach), or a one-line error naming the recovery."""
+    from morello_build.tools import cli
+
+    path = _damaged_copy(filled, tmp_path, damage)
+    errors = 0
+    for spec in SPECS:
+        try:
+            impl, _ = _synth(path, spec, record_run=False)
+        except db.DBError as e:
+            assert "rebuild" in str(e) and "\n" not in str(e)
+            errors += 1
+            continue
+        assert impl.cost == _fresh(spec).cost  # a legal program (replayed) of the optimal cost
+    assert errors
+    assert cli.main(["db", "verify", "--db", path, "--isa", ISA, "--sample", "50"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("morello-build: error: synthesis DB") and err.count("\n") == 1 and "rebuild" in err
+
+
+# -- a read-only DB (a shared CI cache on a read-only mount) ------------------------------------------
+SMALL = "matmul 2x2x4"
+
+
+def _read_only_db(tmp_path):
+    """A filled DB in a directory, both made read-only (root ignores the modes: see the callers)."""
+    d = tmp_path / "ro"
+    d.mkdir()
+    path = d / "synth.db"
+    _synth(str(path), SMALL)
+    path.chmod(0o444)
+    d.chmod(0o555)
+    return path
+
+
+def test_a_read_only_db_serves_hits_and_warns_once(tmp_path, capsys, monkeypatch):
+    from morello_build.tools import cli
+
+    path = _read_only_db(tmp_path)
+    try:
+        if os.geteuid() == 0:  # root may write anyway: make access() say what a read-only mount says
+            real = os.access
+            monkeypatch.setattr(os, "access", lambda p, m: real(p, m) and not (m & os.W_OK and "ro" in str(p)))
+        monkeypatch.setattr("morello_build.db.sqlite._warned_read_only", set())
+        before = path.read_bytes()
+        out = tmp_path / "k.hpp"
+        args = ["--isa", ISA, "--db", str(path)]
+        assert cli.main(["synth", SMALL, *args, "-o", str(out)]) == 0
+        assert cli.main(["explain", SMALL, *args]) == 0
+        first = capsys.readouterr()
+        assert " 0 specs visited" in first.out  # answered by the DB
+        assert cli.main(["explain", "matmul 2x2x2", *args]) == 0  # a miss: synthesized, not stored
+        assert cli.main(["db", "stats", *args]) == 0
+        rest = capsys.readouterr()
+        assert "rectangles stored" in rest.out
+        warning = f"morello-build: warning: synthesis DB {path} is read-only: using its results, but new results"
+        assert (first.err + rest.err).startswith(warning) and (first.err + rest.err).count("\n") == 1
+        assert path.read_bytes() == before
+    finally:
+        path.parent.chmod(0o755)
+        path.chmod(0o644)
+
+
+def test_a_read_only_directory_is_opened_immutable(tmp_path):
+    """Without write access to the directory SQLite cannot create the WAL index: a real read-only open
+    (root drops the capabilities that bypass file modes)."""
+    import shutil
+    import subprocess
+    import sys
+
+    prefix = []
+    if os.geteuid() == 0:
+        if not shutil.which("setpriv"):
+            pytest.skip("running as root without setpriv: file modes cannot make the DB read-only")
+        prefix = ["setpriv", "--bounding-set=-dac_override,-dac_read_search,-fowner", "--"]
+    path = _read_only_db(tmp_path)
+    try:
+        cmd = [*prefix, sys.executable, "-m", "morello_build", "explain", SMALL, "--isa", ISA, "--db", str(path)]
+        r = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ))
+    finally:
+        path.parent.chmod(0o755)
+        path.chmod(0o644)
+    assert r.returncode == 0 and " 0 specs visited" in r.stdout, r.stderr
+    assert r.stderr.count("\n") == 1 and "is read-only" in r.stderr and "not stored" in r.stderr
+
+
+def test_prune_keeps_every_targets_current_entries(tmp_path, monkeypatch):
+    path = str(tmp_path / "p.db")
+    _synth(path, SMALL, isa="avx2")
+    _synth(path, SMALL, isa="scalar")
+    with monkeypatch.context() as m:
+        m.setattr(morello_build, "__version__", "0.0.1")
+        _synth(path, SMALL, isa="avx2")
+    report = db.prune(path, get_target("avx2"))
+    assert "removed" in report and " 0 rectangles" not in report
+    for isa in ("avx2", "scalar"):
+        _, store = _synth(path, SMALL, isa=isa)
+        assert store.top_hit, isa
+    with monkeypatch.context() as m:
+        m.setattr(morello_build, "__version__", "0.0.1")
+        _, store = _synth(path, SMALL, isa="avx2")
+        assert not store.top_hit  # the other version's entries are gone

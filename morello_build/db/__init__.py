@@ -21,7 +21,7 @@ import random
 import sqlite3
 from pathlib import Path
 
-from morello_build.db.sqlite import DBError, code_fingerprint, connect, namespace_id
+from morello_build.db.sqlite import DBError, code_fingerprint, connect, namespace_id, writable
 from morello_build.db.store import Store
 
 __all__ = [
@@ -78,8 +78,9 @@ def _unwritable(path: Path) -> str | None:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         return e.strerror or str(e)
-    target = path if path.exists() else path.parent
-    return None if os.access(target, os.W_OK) else "not writable"
+    if path.exists():  # read-only (a shared cache): served read-only (Store)
+        return None if os.access(path, os.R_OK) else "not readable"
+    return None if os.access(path.parent, os.W_OK) else "not writable"
 
 
 class NullStore:
@@ -129,7 +130,7 @@ def stats(path, target) -> str:
     """Specs covered, rectangles, compression ratio, bytes on disk and the last run's hit rate."""
     if not Path(path).exists():
         return f"no synthesis DB at {path} yet (the first synthesis that uses it creates it)"
-    conn = connect(path, create=False)
+    conn = connect(path, create=False, read_only=not writable(path))
     try:
         return _wrapped(path, lambda: _stats(conn, path, target))
     finally:
@@ -180,7 +181,7 @@ def verify(path, target, sample: int = 20, seed: int = 0) -> tuple[bool, str]:
     rectangle) by fresh synthesis and compare with what the DB answers there."""
     if not Path(path).exists():
         return False, f"no synthesis DB at {path}"
-    conn = connect(path, create=False)
+    conn = connect(path, create=False, read_only=not writable(path))
     try:
         problems = _wrapped(path, lambda: [r[0] for r in conn.execute("PRAGMA integrity_check")])
         if problems != ["ok"]:
@@ -279,21 +280,26 @@ def rebuild(path, target=None) -> str:
     )
 
 
-def prune(path, target) -> str:
-    """Delete the rectangles of other namespaces (other targets, older versions or code) and compact."""
+def prune(path, target=None) -> str:
+    """Delete the rectangles of stale namespaces (other morello-build versions or synthesizer code) and
+    compact. Every target's current namespace stays: one project may build for several ISAs."""
+    from morello_build import __version__
+
+    current = "version=? AND fingerprint=?"
+    args = (__version__, code_fingerprint())
     conn = connect(path, create=False)
     try:
 
         def run():
-            ns = namespace_id(conn, target, create=False)
             conn.execute("BEGIN IMMEDIATE")
+            stale = f"SELECT id FROM ns WHERE NOT ({current})"
             gone = conn.execute(
-                "SELECT count(*) FROM rects WHERE klo IN (SELECT id FROM keys WHERE ns IS NOT ?)", (ns,)
+                f"SELECT count(*) FROM rects WHERE klo IN (SELECT id FROM keys WHERE ns IN ({stale}))", args
             ).fetchone()[0]
-            conn.execute("DELETE FROM rects WHERE klo IN (SELECT id FROM keys WHERE ns IS NOT ?)", (ns,))
-            conn.execute("DELETE FROM keys WHERE ns IS NOT ?", (ns,))
-            conn.execute("DELETE FROM runs WHERE ns IS NOT ?", (ns,))
-            conn.execute("DELETE FROM ns WHERE id IS NOT ?", (ns,))
+            conn.execute(f"DELETE FROM rects WHERE klo IN (SELECT id FROM keys WHERE ns IN ({stale}))", args)
+            conn.execute(f"DELETE FROM keys WHERE ns IN ({stale})", args)
+            conn.execute(f"DELETE FROM runs WHERE ns IN ({stale})", args)
+            conn.execute(f"DELETE FROM ns WHERE NOT ({current})", args)
             conn.execute("COMMIT")
             conn.execute("VACUUM")
             return gone
@@ -301,4 +307,7 @@ def prune(path, target) -> str:
         gone = _wrapped(path, run)
     finally:
         conn.close()
-    return f"pruned synthesis DB {path}: removed {gone:,} rectangles of other namespaces"
+    return (
+        f"pruned synthesis DB {path}: removed {gone:,} rectangles of other morello-build versions or code "
+        "(every target's current entries kept)"
+    )

@@ -94,8 +94,53 @@ def check_header(path: Path) -> None:
         raise corrupt(path, f"truncated: {size:,} of {pages * page:,} bytes")
 
 
-def connect(path, *, create: bool = True) -> sqlite3.Connection:
+def writable(path) -> bool:
+    """Whether this process can write the DB at ``path``: the file, and its WAL files (created in its
+    directory). A new file is created by ``connect`` (or fails there with a clear error)."""
     path = Path(path)
+    if not path.exists():
+        return True
+    wal_files = [Path(f"{path}-wal"), Path(f"{path}-shm")]
+    beside = os.access(path.parent, os.W_OK) or all(os.access(p, os.W_OK) for p in wal_files)
+    return os.access(path, os.W_OK) and beside
+
+
+_warned_read_only: set[str] = set()
+
+
+def warn_read_only(path) -> None:
+    """Once per process and file: a read-only DB serves what it holds and stores nothing."""
+    if str(path) not in _warned_read_only:
+        from morello_build.tools.errors import warn
+
+        _warned_read_only.add(str(path))
+        warn(f"synthesis DB {path} is read-only: using its results, but new results are not stored")
+
+
+def _connect_read_only(path: Path) -> sqlite3.Connection:
+    """``mode=ro``; where SQLite cannot create the WAL index beside a read-only file (a read-only
+    directory or mount), ``immutable``: nothing can change the file there."""
+    uri = path.absolute().as_uri()
+    conn = sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+    try:
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        return conn
+    except sqlite3.OperationalError:
+        conn.close()
+    return sqlite3.connect(f"{uri}?immutable=1", uri=True, isolation_level=None)
+
+
+def connect(path, *, create: bool = True, read_only: bool = False) -> sqlite3.Connection:
+    """A connection to the DB at ``path`` (created if ``create``; only read if ``read_only``)."""
+    path = Path(path)
+    if read_only:
+        check_header(path)
+        try:
+            conn = _connect_read_only(path)
+            row = _schema_row(conn)
+        except sqlite3.Error as e:
+            raise _wrap(path, e) from None
+        return _check_schema(conn, row, path)
     if create:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -111,6 +156,10 @@ def connect(path, *, create: bool = True) -> sqlite3.Connection:
         row = _retry_while_locked(lambda: _schema_row(conn))
     except sqlite3.Error as e:
         raise _wrap(path, e) from None
+    return _check_schema(conn, row, path)
+
+
+def _check_schema(conn, row, path) -> sqlite3.Connection:
     if row[0] != str(SCHEMA_VERSION):
         conn.close()
         raise DBError(

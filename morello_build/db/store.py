@@ -13,7 +13,7 @@ import time
 
 from morello_build.db import encode
 from morello_build.db.boxes import covers, merge_boxes, union
-from morello_build.db.sqlite import _wrap, connect, namespace_id
+from morello_build.db.sqlite import DBError, _wrap, connect, corrupt, namespace_id, warn_read_only, writable
 
 FLUSH_EVERY = 2000
 FLUSH_SECONDS = 5.0
@@ -47,9 +47,12 @@ class Store:
         self.target = target
         self.flush_every = flush_every
         self.record_run = record_run
-        self.conn = connect(path)
+        self.read_only = not writable(path)  # a shared cache on a read-only mount: serve its hits
+        self.conn = connect(path, read_only=self.read_only)
+        if self.read_only:
+            warn_read_only(path)
         try:
-            self.ns = namespace_id(self.conn, target)
+            self.ns = namespace_id(self.conn, target, create=not self.read_only)
             self._keys = dict(self.conn.execute("SELECT text, id FROM keys WHERE ns=?", (self.ns,)))
             # Keys that may have rectangles in the file, and those that may have rectangles this store did
             # not write (only those can answer a lookup: the search's memo holds everything it put).
@@ -98,12 +101,26 @@ class Store:
         for decision, nlo, nhi in rows:
             text = self._decision(decision)
             if text == encode.NONE:
+                if nlo != 0 or nhi != 0:  # "no program" is stored with cost 0
+                    raise corrupt(self.path, f"'no program' stored for {spec.describe()} with a cost")
                 return True, None
-            impl = search.apply(spec, encode.action_from_text(text, spec.op))
-            if impl is not None and _cost_matches(impl.cost, nlo, nhi, volume):
-                return True, impl
-            self.stale += 1  # cannot happen within one namespace unless the file was tampered with
+            return True, self._replay(spec, search, text, nlo, nhi, volume)
         return False, None
+
+    def _replay(self, spec, search, text: str, nlo: float, nhi: float, volume: int):
+        """The program ``text`` stored for ``spec`` builds. Within one namespace a stored decision always
+        replays to a program of the stored cost, so any other outcome (a decision that does not decode or
+        names what the spec lacks, a refused action, another cost) means the file was damaged."""
+        try:
+            impl = search.apply(spec, encode.action_from_text(text, spec.op))
+        except DBError:
+            raise  # a sub-spec's decision: already named
+        except (ValueError, IndexError, KeyError, TypeError, AttributeError) as e:
+            raise corrupt(self.path, f"decision {text!r} for {spec.describe()} does not replay: {e}") from None
+        if impl is None or not _cost_matches(impl.cost, nlo, nhi, volume):
+            found = "no program" if impl is None else f"a program of another cost ({impl.cost:,.1f})"
+            raise corrupt(self.path, f"decision {text!r} for {spec.describe()} replays to {found}")
+        return impl
 
     def _decision(self, did: int) -> str:
         text = self._decisions.get(did)
@@ -122,6 +139,8 @@ class Store:
         open upwards in that level (a non-empty answer only; "nothing fits" stays bounded).
         """
         self.puts += 1
+        if self.read_only:
+            return
         key, coords, volume = encode.op_key(spec.op)
         hi = spec.limits.as_tuple()
         if unbounded and impl is not None:
@@ -231,7 +250,7 @@ class Store:
         self.closed = True
         try:
             self.flush()
-            if self.record_run and self.lookups:
+            if self.record_run and self.lookups and not self.read_only:
                 self.conn.execute(
                     "INSERT INTO runs(ns, started, seconds, pid, spec, top_hit, lookups, hits, misses, stale,"
                     " puts, skipped) VALUES(?,?,?,?,?,?,?,?,?,?,?,?)",

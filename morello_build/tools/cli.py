@@ -143,7 +143,7 @@ def build_parser() -> argparse.ArgumentParser:
         "action",
         choices=("stats", "verify", "rebuild", "prune"),
         help="stats: size and compression; verify: re-derive a sample; rebuild: start empty; "
-        "prune: drop other targets' and versions' entries",
+        "prune: drop the entries of other morello-build versions or code",
     )
     d.add_argument("--db", default=None, help="database path (default: $MORELLO_DB, else the per-user cache)")
     d.add_argument("--isa", default="native", choices=ISAS)
