@@ -39,6 +39,13 @@ CASES = {
     "missing_spec": ("morello_add_kernel(k NAME fn TEST)", ["morello_add_kernel(k)", "missing SPEC"]),
     "spec_without_value": ("morello_add_kernel(k TEST SPEC)", ["morello_add_kernel(k)", "SPEC needs a value"]),
     "empty_spec": ('morello_add_kernel(k SPEC " ")', ["morello_add_kernel(k)", "SPEC is empty"]),
+    "empty_string_spec": ('morello_add_kernel(k SPEC "")', ["morello_add_kernel(k)", "SPEC is empty"]),
+    "empty_string_isa": (f'morello_add_kernel(k SPEC {GOOD} ISA "")', ["morello_add_kernel(k)", "ISA is empty"]),
+    "empty_string_export": (
+        f'morello_add_kernel(k SPEC {GOOD} EXPORT "")',
+        ["morello_add_kernel(k)", "EXPORT is empty"],
+    ),
+    "nothing_but_the_name": ("morello_add_kernel(k)", ["morello_add_kernel(k)", "missing SPEC"]),
     "spec_twice": (
         f"morello_add_kernel(k SPEC {GOOD} SPEC {GOOD})",
         ["morello_add_kernel(k)", "SPEC given more than once"],
@@ -56,6 +63,9 @@ CASES = {
         f"morello_add_kernel(k SPEC {GOOD} NAMESPACE a::2b)",
         ["morello_add_kernel(k)", "bad NAMESPACE 'a::2b'"],
     ),
+    "reserved_name": (f"morello_add_kernel(k SPEC {GOOD} NAME a__b)", ["bad NAME 'a__b': reserved"]),
+    "std_namespace": (f"morello_add_kernel(k SPEC {GOOD} NAMESPACE std::x)", ["bad NAMESPACE 'std::x': reserved"]),
+    "empty_namespace_part": (f"morello_add_kernel(k SPEC {GOOD} NAMESPACE a::)", ["bad NAMESPACE 'a::'"]),
     "no_target": ("morello_add_kernel()", ["morello_add_kernel", "missing target name"]),
     "keyword_as_target": (
         f"morello_add_kernel(SPEC {GOOD})",
@@ -111,6 +121,8 @@ def test_bad_arguments_fail_configure(tmp_path, case):
     for text in expected:
         assert one_line(text) in out, p.stdout
     assert "Generating done" not in out
+    assert "out of range" not in out  # no raw CMake error from inside the package
+    assert "CMP0174" not in out  # CMake >= 3.31: the package sets the policy, not its callers
 
 
 @pytest.mark.parametrize(
