@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import sys
 import time
 from pathlib import Path
 
@@ -111,10 +112,10 @@ _warned_read_only: set[str] = set()
 def warn_read_only(path) -> None:
     """Once per process and file: a read-only DB serves what it holds and stores nothing."""
     if str(path) not in _warned_read_only:
-        from morello_build.tools.errors import warn
-
         _warned_read_only.add(str(path))
-        warn(f"synthesis DB {path} is read-only: using its results, but new results are not stored")
+        # As tools.errors.warn (the DB, hashed by the synthesis fingerprint, imports nothing of tools/).
+        msg = f"synthesis DB {path} is read-only: using its results, but new results are not stored"
+        print(f"morello-build: warning: {msg}", file=sys.stderr)
 
 
 def _connect_read_only(path: Path) -> sqlite3.Connection:
