@@ -440,9 +440,7 @@ def _shuffle_decisions(seed):
     "damage",
     [
         _shuffle_decisions(0),
-        _shuffle_decisions(1),
         lambda conn: conn.execute("UPDATE decisions SET text='T:s:9,9' || id"),  # does not decode
-        lambda conn: conn.execute("UPDATE decisions SET text=replace(text, 'M:0:', 'M:7:')"),  # no operand 7
         lambda conn: conn.execute("UPDATE rects SET decision=decision+1000"),  # no such decision
         lambda conn: conn.execute("UPDATE rects SET nlo=nlo*2, nhi=nhi*2"),  # another cost
     ],
