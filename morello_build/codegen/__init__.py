@@ -118,30 +118,52 @@ def _parallel_tasks(impl) -> int | None:
     return next((sum(r.count for r in n.regions) for n in walk(impl) if isinstance(n, Loop) and n.parallel), None)
 
 
-def emit_header(user: UserSpec, impl, target, *, name: str = "kernel", namespace: str = "morello") -> str:
-    """The complete header for ``user`` implemented by ``impl`` on ``target`` (deterministic bytes)."""
+def helper_library(helpers: str) -> str:
+    """The ISA helper library ``templates/isa_<helpers>.hpp.j2`` (guarded: several can share a TU)."""
     rt = runtime_namespace()
-    rt_guard = rt.upper()
-    spec = format_spec(user)
-    body, parallel = lower(impl, user, target, rt)
+    return render(
+        f"isa_{helpers}.hpp.j2",
+        rt=rt,
+        rt_guard=rt.upper(),
+        avx2_attr=TARGETS["avx2"].target_attr,
+        avx512_attr=TARGETS["avx512"].target_attr,
+        hwy_attr=TARGETS["highway"].target_attr,
+    ).rstrip("\n")
 
+
+def header_context(user: UserSpec, *, name: str, namespace: str) -> dict:
+    """What a header says whatever program implements it: the spec, operands, signatures, reference
+    loop, runtime and include guard."""
+    rt = runtime_namespace()
     operands = _operands(user)
     names = [o.name for o in operands]
-    args = ", ".join(names)
+    guard = "MORELLO_GEN_" + re.sub(r"[^0-9A-Za-z]", "_", f"{namespace}_{name}").upper() + "_HPP"
+    return dict(
+        qualified=f"{namespace}::{name}",
+        name=name,
+        namespace=namespace,
+        version=__version__,
+        spec=format_spec(user),
+        accum=user.accum,
+        operands=operands,
+        no_overlap=", ".join(names[:-1]) + " and " + names[-1],
+        dims_decl=", ".join(f"{d} = {e}" for d, e in zip(user.definition.iter_names, user.iter_shape)),
+        params=", ".join(o.param() for o in operands),
+        restrict_params=", ".join(o.param(" __restrict") for o in operands),
+        args=", ".join(names),
+        **_reference_context(user, rt),
+        cost_units="cost-model units, about cycles on one core",
+        guard=guard,
+        runtime=render("runtime.hpp.j2", rt=rt, rt_guard=rt.upper(), version=__version__).rstrip("\n"),
+        rt=rt,
+    )
 
-    helper_libs = []
-    if target.helpers:
-        helper_libs.append(
-            render(
-                f"isa_{target.helpers}.hpp.j2",
-                rt=rt,
-                rt_guard=rt_guard,
-                avx2_attr=TARGETS["avx2"].target_attr,
-                avx512_attr=TARGETS["avx512"].target_attr,
-                hwy_attr=TARGETS["highway"].target_attr,
-            ).rstrip("\n")
-        )
 
+def variant_context(user: UserSpec, impl, target, *, name: str) -> dict:
+    """What one program on one target contributes: its lowered body, threads, notes and tree."""
+    rt = runtime_namespace()
+    body, parallel = lower(impl, user, target, rt)
+    args = ", ".join(user.definition.operand_names)
     tasks = _parallel_tasks(impl) if parallel else None
     if parallel:
         threads_doc = (
@@ -162,39 +184,29 @@ def emit_header(user: UserSpec, impl, target, *, name: str = "kernel", namespace
         dp_note = (
             "vdpbf16ps (dot_bf16_dp) adds pairs of exact bf16 products and treats subnormal inputs and outputs as zero."
         )
-
-    tree = format_tree(impl).splitlines()
-    guard = "MORELLO_GEN_" + re.sub(r"[^0-9A-Za-z]", "_", f"{namespace}_{name}").upper() + "_HPP"
-    return render(
-        user.definition.header_template,
-        qualified=f"{namespace}::{name}",
-        name=name,
-        namespace=namespace,
-        version=__version__,
-        spec=spec,
+    return dict(
         isa=target.isa,
         target_attr=target.target_attr,
-        accum=user.accum,
-        operands=operands,
-        no_overlap=", ".join(names[:-1]) + " and " + names[-1],
-        dims_decl=", ".join(f"{d} = {e}" for d, e in zip(user.definition.iter_names, user.iter_shape)),
-        params=", ".join(o.param() for o in operands),
-        restrict_params=", ".join(o.param(" __restrict") for o in operands),
-        args=args,
-        **_reference_context(user, rt),
         dp_note=dp_note,
         threads_doc=threads_doc,
         default_doc=default_doc,
+        tasks=tasks,
         tasks_doc=f"{tasks} tasks, one per output tile" if parallel else "",
-        cost_units="cost-model units, about cycles on one core",
-        tree=tree,
-        guard=guard,
-        runtime=render("runtime.hpp.j2", rt=rt, rt_guard=rt_guard, version=__version__).rstrip("\n"),
-        helper_libs=helper_libs,
+        tree=format_tree(impl).splitlines(),
         helpers=target.helpers,
-        rt=rt,
         cpu_features=target.cpu_features,
         fn_attr=(target.attr + "\n") if target.attr else "",
         parallel=parallel,
         body=body,
+    )
+
+
+def emit_header(user: UserSpec, impl, target, *, name: str = "kernel", namespace: str = "morello") -> str:
+    """The complete header for ``user`` implemented by ``impl`` on ``target`` (deterministic bytes)."""
+    return render(
+        user.definition.header_template,
+        base="header.hpp.j2",
+        **header_context(user, name=name, namespace=namespace),
+        **variant_context(user, impl, target, name=name),
+        helper_libs=[helper_library(target.helpers)] if target.helpers else [],
     )
