@@ -2,10 +2,14 @@
 
 ``emit_header`` renders the op's template (``templates/op_<kind>.hpp.j2``, named by its OpDef in
 ir/ops.py), which extends ``templates/header.hpp.j2`` with the op's contract and reference loop, with
-- the user's operands, signatures and the reference loop's expressions, from the op's facts,
-- the runtime shared by all headers of this generator version (bf16 helpers, the default thread pool),
+- the user's operands, signatures and the reference loop's expressions, from the op's facts, and the
+  runtime shared by all headers of this generator version (bf16 helpers, the default thread pool):
+  ``header_context``, what a header says whatever program implements it;
 - the helper library of the target ISA (``templates/isa_*.hpp.j2``; one vocabulary for every vector ISA),
-- the kernel body, lowered from the Impl tree by :mod:`morello_build.codegen.lower`.
+- the kernel body, lowered from the Impl tree by :mod:`morello_build.codegen.lower`, its threads and
+  tree: ``variant_context``, what one program adds.
+:mod:`morello_build.codegen.dispatch` renders the same template over ``dispatch.hpp.j2`` with one
+header context and a program per ISA level.
 Output is a pure function of (spec, program, target, name, namespace): same inputs, same bytes.
 """
 
@@ -24,7 +28,15 @@ from morello_build.ir.layout import NAMED
 from morello_build.ir.spec import DType, UserSpec, format_spec
 from morello_build.target import TARGETS
 
-__all__ = ["emit_header", "CodegenError", "runtime_namespace", "is_cxx_identifier"]
+__all__ = [
+    "emit_header",
+    "header_context",
+    "variant_context",
+    "helper_library",
+    "CodegenError",
+    "runtime_namespace",
+    "is_cxx_identifier",
+]
 
 # Reserved words a generated function or namespace name must not be; MorelloBuildFunctions.cmake reads
 # the same file to check NAME and NAMESPACE at configure time.
