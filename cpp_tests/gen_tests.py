@@ -25,6 +25,7 @@ from morello_build.codegen import emit_header  # noqa: E402
 from morello_build.ir.spec import parse_spec  # noqa: E402
 from morello_build.synth.search import NoProgram, Search  # noqa: E402
 from morello_build.target import get_target  # noqa: E402
+from morello_build.tools.api import search_isa as same_program_isa  # noqa: E402
 from morello_build.tools.api import synthesize_program  # noqa: E402
 from morello_build.tools.files import write_if_changed  # noqa: E402
 
@@ -72,17 +73,6 @@ TSAN = [
 SETS = {"main": MAIN, "sanitize": SANITIZE, "tsan": TSAN}
 
 
-def _search_isa(spec: str, isa: str) -> str:
-    """The ISA whose search gives the same program: highway's catalog and costs are avx2's, and
-    avx512_bf16 differs from avx512 only when A and B are both bf16 (dot_bf16_dp)."""
-    if isa == "highway":
-        return "avx2"
-    if isa == "avx512_bf16":
-        a, b, _ = parse_spec(spec).dtypes
-        return isa if a.value == b.value == "bf16" else "avx512"
-    return isa
-
-
 _SEARCHES: dict = {}  # per worker process and ISA: one memo shared by every spec it synthesizes
 
 
@@ -127,7 +117,7 @@ def main(argv=None) -> int:
             entries = []
             for i, spec in enumerate(specs):
                 path = out / f"{set_name}_{isa}" / f"k{i}.hpp"
-                groups.setdefault((spec, _search_isa(spec, isa)), []).append((isa, ns, f"k{i}", path))
+                groups.setdefault((spec, same_program_isa(parse_spec(spec), isa)), []).append((isa, ns, f"k{i}", path))
                 entries.append((spec, f"k{i}", path))
             units[(set_name, isa)] = (ns, entries)
     # slowest first (big shapes), so the process pool finishes together

@@ -254,7 +254,7 @@ def _build_two_kernels(venv: Venv, tmp_path: Path, generator="Ninja", *args):
     src, b, env = projects / "two_kernels", tmp_path / "build", venv.env()
     configure(src, b, env, generator, *args)
     first = build(b, env)
-    assert sorted(synthesized(first.stdout)) == ["gemv", "small"], first.stdout
+    assert sorted(synthesized(first.stdout)) == ["disp", "gemv", "small"], first.stdout
     return src, b, env
 
 
@@ -267,7 +267,9 @@ def two_kernels_build(fresh_venv, tmp_path_factory):
 def test_rebuild_only_what_changed(fresh_venv, tmp_path):
     src, b, env = _build_two_kernels(fresh_venv, tmp_path)
     tests = run(["ctest", "--test-dir", b, "--output-on-failure"], env=env)
-    assert "100% tests passed" in tests.stdout, tests.stdout
+    assert "100% tests passed" in tests.stdout and "disp_test" in tests.stdout, tests.stdout
+    bench = run([b / "disp_benchmark", "--benchmark_min_time=0.001"], env=env)  # ISA dispatch + BENCHMARK
+    assert "morello::disp/real_time" in bench.stdout, bench.stdout
 
     # No-op build: nothing runs at all.
     noop = build(b, env)
@@ -300,7 +302,7 @@ def test_rebuild_only_what_changed(fresh_venv, tmp_path):
     ).parent
     os.utime(pkg / "ir" / "spec.py", None)
     regen = build(b, env)
-    assert sorted(synthesized(regen.stdout)) == ["gemv", "small"], regen.stdout
+    assert sorted(synthesized(regen.stdout)) == ["disp", "gemv", "small"], regen.stdout
     assert not compiled(regen.stdout), regen.stdout
     assert "ninja: no work to do." in build(b, env).stdout
 
@@ -327,7 +329,7 @@ def test_target_properties_and_names(fresh_venv, tmp_path):
     src, b, env = copy_projects(tmp_path) / "two_kernels", tmp_path / "build", fresh_venv.env()
     probe = src / "probe.cmake"
     probe.write_text("""
-foreach(t small gemv)
+foreach(t small gemv disp)
   foreach(p MORELLO_SPEC MORELLO_CANONICAL_SPEC MORELLO_ISA MORELLO_NAME MORELLO_NAMESPACE MORELLO_HEADER)
     get_target_property(v ${t} ${p})
     message(STATUS "probe ${t} ${p}=${v}")
@@ -350,6 +352,7 @@ message(STATUS "probe alias=${aliased}")
         "probe gemv MORELLO_NAME=gemv_k",
         "probe gemv MORELLO_NAMESPACE=two::k",
         "probe gemv MORELLO_ISA=avx2",
+        "probe disp MORELLO_ISA=dispatch",
         "probe alias=gemv",
     ]:
         assert line in out, out

@@ -54,7 +54,10 @@ CASES = {
     "bad_layout": ('morello_add_kernel(k SPEC "matmul 4x8x16 a=f32:diag")', ["morello_add_kernel(k)", "diag"]),
     "bad_token": ('morello_add_kernel(k SPEC "matmul 4x8x16 fast")', ["morello_add_kernel(k)", "bad SPEC", "fast"]),
     "bad_op": ('morello_add_kernel(k SPEC "conv 4x8x16")', ["morello_add_kernel(k)", "bad SPEC", "conv"]),
-    "bad_isa": (f"morello_add_kernel(k SPEC {GOOD} ISA avx9)", ["morello_add_kernel(k)", "bad ISA 'avx9'", "native|"]),
+    "bad_isa": (
+        f"morello_add_kernel(k SPEC {GOOD} ISA avx9)",
+        ["morello_add_kernel(k)", "bad ISA 'avx9'", "native|", "|dispatch)"],
+    ),
     "isa_without_value": (f"morello_add_kernel(k SPEC {GOOD} ISA)", ["morello_add_kernel(k)", "ISA needs a value"]),
     "bad_name": (f"morello_add_kernel(k SPEC {GOOD} NAME 1fn)", ["morello_add_kernel(k)", "bad NAME '1fn'"]),
     "keyword_name": (f"morello_add_kernel(k SPEC {GOOD} NAME class)", ["morello_add_kernel(k)", "bad NAME 'class'"]),

@@ -2,7 +2,7 @@
 # global properties MORELLO_BUILD_{PYTHON,PACKAGE_DIR,CMAKE_DIR,VERSION,ISAS,GENERATOR_DEPENDS}.
 #
 # morello_add_kernel(<target> SPEC "<spec>"
-#                    [NAME <fn>] [NAMESPACE <ns>] [ISA native|avx2|avx512|avx512_bf16|highway|scalar]
+#                    [NAME <fn>] [NAMESPACE <ns>] [ISA native|avx2|avx512|avx512_bf16|highway|scalar|dispatch]
 #                    [DB <path>|none] [TEST] [BENCHMARK] [EXPORT <export-set>] [NO_INSTALL])
 #
 #   Creates the INTERFACE library <target> (alias morello::<target>) with the header
@@ -11,7 +11,8 @@
 #   regenerated only when the spec/options or the generator's own files change.
 #   NAME       C++ function name (default: the target name made a C identifier)
 #   NAMESPACE  C++ namespace, may be nested a::b (default: morello)
-#   ISA        instruction set (default: native, this build machine's best)
+#   ISA        instruction set (default: native, this build machine's best); dispatch: one header with a
+#              program per ISA level, the best one the CPU supports chosen at run time (binaries that ship)
 #   DB         synthesis database, relative to the current source dir; none (also off, no, 0, false): no DB
 #              (default: the cache variable MorelloBuild_DB if set, else the generator's default)
 #   TEST       adds the executable <target>_test and the ctest <target>_test: the kernel against

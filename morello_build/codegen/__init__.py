@@ -2,10 +2,14 @@
 
 ``emit_header`` renders the op's template (``templates/op_<kind>.hpp.j2``, named by its OpDef in
 ir/ops.py), which extends ``templates/header.hpp.j2`` with the op's contract and reference loop, with
-- the user's operands, signatures and the reference loop's expressions, from the op's facts,
-- the runtime shared by all headers of this generator version (bf16 helpers, the default thread pool),
+- the user's operands, signatures and the reference loop's expressions, from the op's facts, and the
+  runtime shared by all headers of this generator version (bf16 helpers, the default thread pool):
+  ``header_context``, what a header says whatever program implements it;
 - the helper library of the target ISA (``templates/isa_*.hpp.j2``; one vocabulary for every vector ISA),
-- the kernel body, lowered from the Impl tree by :mod:`morello_build.codegen.lower`.
+- the kernel body, lowered from the Impl tree by :mod:`morello_build.codegen.lower`, its threads and
+  tree: ``variant_context``, what one program adds.
+:mod:`morello_build.codegen.dispatch` renders the same template over ``dispatch.hpp.j2`` with one
+header context and a program per ISA level.
 Output is a pure function of (spec, program, target, name, namespace): same inputs, same bytes.
 """
 
@@ -24,7 +28,15 @@ from morello_build.ir.layout import NAMED
 from morello_build.ir.spec import DType, UserSpec, format_spec
 from morello_build.target import TARGETS
 
-__all__ = ["emit_header", "CodegenError", "runtime_namespace", "is_cxx_identifier"]
+__all__ = [
+    "emit_header",
+    "header_context",
+    "variant_context",
+    "helper_library",
+    "CodegenError",
+    "runtime_namespace",
+    "is_cxx_identifier",
+]
 
 # Reserved words a generated function or namespace name must not be; MorelloBuildFunctions.cmake reads
 # the same file to check NAME and NAMESPACE at configure time.
@@ -144,30 +156,52 @@ def _parallel_tasks(impl) -> int | None:
     return next((sum(r.count for r in n.regions) for n in walk(impl) if isinstance(n, Loop) and n.parallel), None)
 
 
-def emit_header(user: UserSpec, impl, target, *, name: str = "kernel", namespace: str = "morello") -> str:
-    """The complete header for ``user`` implemented by ``impl`` on ``target`` (deterministic bytes)."""
+def helper_library(helpers: str) -> str:
+    """The ISA helper library ``templates/isa_<helpers>.hpp.j2`` (guarded: several can share a TU)."""
     rt = runtime_namespace()
-    rt_guard = rt.upper()
-    spec = format_spec(user)
-    body, parallel = lower(impl, user, target, rt)
+    return render(
+        f"isa_{helpers}.hpp.j2",
+        rt=rt,
+        rt_guard=rt.upper(),
+        avx2_attr=TARGETS["avx2"].target_attr,
+        avx512_attr=TARGETS["avx512"].target_attr,
+        hwy_attr=TARGETS["highway"].target_attr,
+    ).rstrip("\n")
 
+
+def header_context(user: UserSpec, *, name: str, namespace: str) -> dict:
+    """What a header says whatever program implements it: the spec, operands, signatures, reference
+    loop, runtime and include guard."""
+    rt = runtime_namespace()
     operands = _operands(user)
     names = [o.name for o in operands]
-    args = ", ".join(names)
+    guard = "MORELLO_GEN_" + re.sub(r"[^0-9A-Za-z]", "_", f"{namespace}_{name}").upper() + "_HPP"
+    return dict(
+        qualified=f"{namespace}::{name}",
+        name=name,
+        namespace=namespace,
+        version=__version__,
+        spec=format_spec(user),
+        accum=user.accum,
+        operands=operands,
+        no_overlap=", ".join(names[:-1]) + " and " + names[-1],
+        dims_decl=", ".join(f"{d} = {e}" for d, e in zip(user.definition.iter_names, user.iter_shape)),
+        params=", ".join(o.param() for o in operands),
+        restrict_params=", ".join(o.param(" __restrict") for o in operands),
+        args=", ".join(names),
+        **_reference_context(user, rt),
+        cost_units="cost-model units, about cycles on one core",
+        guard=guard,
+        runtime=render("runtime.hpp.j2", rt=rt, rt_guard=rt.upper(), version=__version__).rstrip("\n"),
+        rt=rt,
+    )
 
-    helper_libs = []
-    if target.helpers:
-        helper_libs.append(
-            render(
-                f"isa_{target.helpers}.hpp.j2",
-                rt=rt,
-                rt_guard=rt_guard,
-                avx2_attr=TARGETS["avx2"].target_attr,
-                avx512_attr=TARGETS["avx512"].target_attr,
-                hwy_attr=TARGETS["highway"].target_attr,
-            ).rstrip("\n")
-        )
 
+def variant_context(user: UserSpec, impl, target, *, name: str) -> dict:
+    """What one program on one target contributes: its lowered body, threads, notes and tree."""
+    rt = runtime_namespace()
+    body, parallel = lower(impl, user, target, rt)
+    args = ", ".join(user.definition.operand_names)
     tasks = _parallel_tasks(impl) if parallel else None
     if parallel:
         threads_doc = (
@@ -188,39 +222,29 @@ def emit_header(user: UserSpec, impl, target, *, name: str = "kernel", namespace
         dp_note = (
             "vdpbf16ps (dot_bf16_dp) adds pairs of exact bf16 products and treats subnormal inputs and outputs as zero."
         )
-
-    tree = format_tree(impl).splitlines()
-    guard = "MORELLO_GEN_" + re.sub(r"[^0-9A-Za-z]", "_", f"{namespace}_{name}").upper() + "_HPP"
-    return render(
-        user.definition.header_template,
-        qualified=f"{namespace}::{name}",
-        name=name,
-        namespace=namespace,
-        version=__version__,
-        spec=spec,
+    return dict(
         isa=target.isa,
         target_attr=target.target_attr,
-        accum=user.accum,
-        operands=operands,
-        no_overlap=", ".join(names[:-1]) + " and " + names[-1],
-        dims_decl=", ".join(f"{d} = {e}" for d, e in zip(user.definition.iter_names, user.iter_shape)),
-        params=", ".join(o.param() for o in operands),
-        restrict_params=", ".join(o.param(" __restrict") for o in operands),
-        args=args,
-        **_reference_context(user, rt),
         dp_note=dp_note,
         threads_doc=threads_doc,
         default_doc=default_doc,
+        tasks=tasks,
         tasks_doc=f"{tasks} tasks, one per output tile" if parallel else "",
-        cost_units="cost-model units, about cycles on one core",
-        tree=tree,
-        guard=guard,
-        runtime=render("runtime.hpp.j2", rt=rt, rt_guard=rt_guard, version=__version__).rstrip("\n"),
-        helper_libs=helper_libs,
+        tree=format_tree(impl).splitlines(),
         helpers=target.helpers,
-        rt=rt,
         cpu_features=target.cpu_features,
         fn_attr=(target.attr + "\n") if target.attr else "",
         parallel=parallel,
         body=body,
+    )
+
+
+def emit_header(user: UserSpec, impl, target, *, name: str = "kernel", namespace: str = "morello") -> str:
+    """The complete header for ``user`` implemented by ``impl`` on ``target`` (deterministic bytes)."""
+    return render(
+        user.definition.header_template,
+        base="header.hpp.j2",
+        **header_context(user, name=name, namespace=namespace),
+        **variant_context(user, impl, target, name=name),
+        helper_libs=[helper_library(target.helpers)] if target.helpers else [],
     )

@@ -133,7 +133,11 @@ TARGETS = {
     "avx512": _x86("avx512", _AVX512_CPU, 64, 32, "avx512"),
     "avx512_bf16": _x86("avx512_bf16", _AVX512_CPU + ("avx512bf16",), 64, 32, "avx512"),
 }
-ISAS = ("native",) + tuple(TARGETS)
+# Runtime ISA dispatch (codegen/dispatch.py): the levels a dispatch header holds a program for, best
+# first; the last runs on any CPU.
+DISPATCH_LEVELS = ("avx512_bf16", "avx512", "avx2", "scalar")
+TARGET_ISAS = ("native",) + tuple(TARGETS)  # one target each
+ISAS = TARGET_ISAS + ("dispatch",)  # what users may ask for (CLI, CMake, Python)
 
 
 def cpu_flags() -> frozenset[str]:

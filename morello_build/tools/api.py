@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from morello_build.ir.spec import UserSpec, parse_spec
 from morello_build.synth.search import synthesize
-from morello_build.target import get_target
+from morello_build.target import DISPATCH_LEVELS, TARGETS, get_target
 
 
 def synthesize_program(spec: str | UserSpec, *, isa: str = "native", db: str | None = None, progress=None):
@@ -36,8 +36,47 @@ def synthesize_header(
     db: str | None = None,
     progress=None,
 ) -> str:
-    """The complete generated header for ``spec`` (deterministic bytes)."""
+    """The complete generated header for ``spec`` (deterministic bytes); ``isa="dispatch"``: one header
+    with a program per ISA level, chosen at run time (codegen/dispatch.py)."""
     from morello_build.codegen import emit_header
 
+    if isa == "dispatch":
+        from morello_build.codegen.dispatch import emit_dispatch_header
+
+        user, variants = synthesize_variants(spec, db=db, progress=progress)
+        return emit_dispatch_header(user, variants, name=name, namespace=namespace)
     user, target, impl, _ = synthesize_program(spec, isa=isa, db=db, progress=progress)
     return emit_header(user, impl, target, name=name, namespace=namespace)
+
+
+def synthesize_variants(spec: str | UserSpec, *, db: str | None = None, progress=None, **kw):
+    """Runtime dispatch: (user spec, a Variant per level of target.DISPATCH_LEVELS, best first). Each
+    level is searched for its own target, in its own DB store; a level whose search would give a lower
+    level's program (search_isa) reuses that program and code. ``kw`` goes to every search (threads=)."""
+    from morello_build.codegen.dispatch import Variant
+
+    user = parse_spec(spec) if isinstance(spec, str) else spec
+    programs, variants = {}, []
+    for level in DISPATCH_LEVELS:
+        isa = search_isa(user, level)
+        if isa not in programs:  # the threads branch passes threads= here, through kw
+            programs[isa] = synthesize_program(user, isa=isa, db=db, progress=progress, **kw)
+        _, target, impl, _ = programs[isa]
+        variants.append(Variant(level, isa, TARGETS[level], target, impl))
+    return user, tuple(variants)
+
+
+def search_isa(user: UserSpec, isa: str) -> str:
+    """The ISA whose search gives the same program as ``isa``'s: highway's catalog and costs are avx2's,
+    and avx512_bf16 differs from avx512 only when A and B are both bf16 (dot_bf16_dp)."""
+    if isa == "highway":
+        return "avx2"
+    if isa == "avx512_bf16":
+        a, b = user.dtypes[:2]
+        return isa if a.value == b.value == "bf16" else "avx512"
+    return isa
+
+
+def resolve_isa(isa: str) -> str:
+    """The ISA a header is built for: ``native`` resolved to this machine's; ``dispatch`` as is."""
+    return isa if isa == "dispatch" else get_target(isa).isa

@@ -11,7 +11,7 @@ import sys
 import time
 
 from morello_build import __version__
-from morello_build.target import ISAS
+from morello_build.target import ISAS, TARGET_ISAS
 from morello_build.tools import vendor
 from morello_build.tools.errors import UserError, warn
 from morello_build.tools.files import write_if_changed
@@ -42,6 +42,8 @@ def _synthesize(args, header: bool):
             return api.synthesize_header(
                 args.spec, isa=args.isa, name=args.name, namespace=args.namespace, db=path, progress=update
             )
+        if args.isa == "dispatch":
+            return api.synthesize_variants(args.spec, db=path, progress=update)
         return api.synthesize_program(args.spec, isa=args.isa, db=path, progress=update)
     finally:
         stop()
@@ -61,6 +63,15 @@ def cmd_explain(args) -> int:
     from morello_build.ir.impl import format_tree
 
     t0 = time.monotonic()
+    if args.isa == "dispatch":  # one program per ISA level
+        user, variants = _synthesize(args, header=False)
+        print(f"# {user}  (dispatch, {time.monotonic() - t0:.2f} s)")
+        for v in variants:
+            same = f": the {v.code} program" if v.code != v.level else ""
+            print(f"## {v.level}{same}")
+            if not same:
+                print(format_tree(v.impl, features=args.features, costs=v.code_target.costs))
+        return 0
     user, target, impl, search = _synthesize(args, header=False)
     print(f"# {user}  (target {target.isa}, {search.visited:,} specs visited, {time.monotonic() - t0:.2f} s)")
     print(format_tree(impl, features=args.features, costs=target.costs))
@@ -107,7 +118,12 @@ def _check_names(name: str, namespace: str) -> None:
 
 def _add_synth_options(p, header: bool) -> None:
     p.add_argument("spec", help='kernel spec, e.g. "matmul 1x2048x16384 a=f32 b=bf16:col c=f32"')
-    p.add_argument("--isa", default="native", choices=ISAS, help="instruction set (default: this CPU's best)")
+    p.add_argument(
+        "--isa",
+        default="native",
+        choices=ISAS,
+        help="instruction set (default: this CPU's best; dispatch: one program per ISA level, chosen at run time)",
+    )
     p.add_argument(
         "--db",
         default=None,
@@ -146,7 +162,7 @@ def build_parser() -> argparse.ArgumentParser:
         "prune: drop the entries of other morello-build versions or code",
     )
     d.add_argument("--db", default=None, help="database path (default: $MORELLO_DB, else the per-user cache)")
-    d.add_argument("--isa", default="native", choices=ISAS)
+    d.add_argument("--isa", default="native", choices=TARGET_ISAS)
     d.add_argument("--sample", type=int, default=20, help="entries re-derived by verify")
     d.set_defaults(func=cmd_db)
     v = sub.add_parser("vendor", help="copy generated headers and a manifest into a source tree")

@@ -241,12 +241,11 @@ def _synthesize(spec: str, isa: str, db: str | None, name: str, namespace: str) 
     """Synthesized header text. Without ``db``, headers are also cached on disk under
     ``<cache>/headers``, keyed by spec, resolved ISA, name, namespace and the generator fingerprint, so a
     spec compiled before costs no search at all (the search is deterministic)."""
-    from morello_build.target import get_target
-    from morello_build.tools.api import synthesize_header
+    from morello_build.tools.api import resolve_isa, synthesize_header
 
     if db is not None:
         return synthesize_header(spec, isa=isa, name=name, namespace=namespace, db=db)
-    resolved = get_target(isa).isa
+    resolved = resolve_isa(isa)
     path = cache_dir() / "headers" / f"{_sha(spec, resolved, name, namespace, generator_fingerprint())[:32]}.hpp"
     try:
         text = path.read_text()

@@ -68,9 +68,9 @@ def default_name(spec: str) -> str:
 
 
 def resolve_isa(isa: str) -> str:
-    from morello_build.target import get_target
+    from morello_build.tools.api import resolve_isa
 
-    return get_target(isa).isa
+    return resolve_isa(isa)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

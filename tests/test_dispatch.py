@@ -1,0 +1,100 @@
+"""Runtime ISA dispatch (--isa dispatch): one header per spec with a program per ISA level.
+
+One test program checks three dispatch headers (f32 with odd sizes, bf16 weights, bf16 activations and
+output; small, since each is searched for every level) against their reference loops. It is compiled once
+and run with every value of MORELLO_ISA: each level this CPU supports must run and be correct; a level it
+lacks, or an unknown name, must fall back to the best supported level with one line on stderr per kernel,
+exit 0, and still be correct.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+import pytest
+
+from morello_build.check.testing import CHECK_DIR, cxx
+from morello_build.ir.spec import parse_spec
+from morello_build.target import DISPATCH_LEVELS, native_isa
+from morello_build.tools import api, cli
+
+SPECS = (
+    "matmul 3x3x9",  # one past a vector of 8 lanes, a ragged one of 16
+    "matmul 1x24x3 b=bf16:col",  # a GEMV with bf16 weights
+    "matmul 3x4x2 a=bf16 b=bf16:col c=bf16:col",  # bf16 x bf16: avx512_bf16 has its own program
+)
+
+
+@pytest.fixture(scope="module")
+def dispatch_exe(tmp_path_factory):
+    """The test program over the three headers, compiled once."""
+    work = tmp_path_factory.mktemp("dispatch")
+    lines = ['#include "check.hpp"']
+    calls = []
+    for i, spec in enumerate(SPECS):
+        text = api.synthesize_header(spec, isa="dispatch", name=f"k{i}", namespace="disp", db=os.environ["MORELLO_DB"])
+        (work / f"k{i}.hpp").write_text(text)
+        lines.append(f'#include "k{i}.hpp"')
+        cols = ", ".join("true" if lay == "col" else "false" for lay in parse_spec(spec).layouts)
+        calls.append(f"  failures += MORELLO_CHECK_KERNEL(disp, k{i}, {cols});")
+        calls.append(f'  std::printf("variant k{i} %s\\n", disp::k{i}_variant());')
+    lines += ["int main() {", "  int failures = 0;", *calls, "  return failures != 0;", "}", ""]
+    (work / "main.cpp").write_text("\n".join(lines))
+    exe = work / "main"
+    flags = ["-std=c++17", "-O1", "-Wall", "-Wextra", "-Werror", f"-I{CHECK_DIR}", f"-I{work}"]
+    subprocess.run([*cxx().split(), *flags, str(work / "main.cpp"), "-o", str(exe), "-pthread"], check=True)
+    return exe, work
+
+
+def _expected(forced: str | None) -> tuple[str, bool]:
+    """The level the kernels run with MORELLO_ISA=forced on this CPU, and whether a message is due."""
+    best = DISPATCH_LEVELS.index(native_isa()) if native_isa() in DISPATCH_LEVELS else len(DISPATCH_LEVELS) - 1
+    if not forced:
+        return DISPATCH_LEVELS[best], False
+    if forced in DISPATCH_LEVELS and DISPATCH_LEVELS.index(forced) >= best:
+        return forced, False
+    return DISPATCH_LEVELS[best], True
+
+
+@pytest.mark.parametrize("forced", [None, *DISPATCH_LEVELS, "bogus"])
+def test_every_variant_matches_the_reference(dispatch_exe, forced):
+    exe, _ = dispatch_exe
+    env = {k: v for k, v in os.environ.items() if k != "MORELLO_ISA"}
+    if forced:
+        env["MORELLO_ISA"] = forced
+    r = subprocess.run([str(exe)], capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    level, message = _expected(forced)
+    for i in range(len(SPECS)):
+        assert f"variant k{i} {level}\n" in r.stdout
+    assert "FAIL" not in r.stdout and "SKIP" not in r.stdout
+    errors = r.stderr.splitlines()
+    if message:  # one line per kernel, naming the variable, the value and the level used instead
+        assert len(errors) == len(SPECS), r.stderr
+        assert all(e.startswith(f"morello: MORELLO_ISA={forced}: ") and e.endswith(f"uses {level}") for e in errors)
+        assert ("this CPU lacks it" in errors[0]) == (forced != "bogus")
+    else:
+        assert errors == []
+
+
+def test_header_states_each_variant(dispatch_exe):
+    _, work = dispatch_exe
+    f32, bf16_weights, bf16_act = ((work / f"k{i}.hpp").read_text() for i in range(3))
+    assert 'static constexpr const char* isa = "dispatch";' in f32
+    assert "//   avx512_bf16: the avx512 program" in f32  # no bf16 x bf16 product: the same search
+    assert "//   avx512_bf16:\n" in bf16_act  # A and B bf16: its own program (vdpbf16ps)
+    assert "The loosest variant is avx512_bf16: vdpbf16ps" in bf16_act
+    for text in (f32, bf16_weights, bf16_act):
+        assert "inline bool k" in text and "_supported() { return true; }" in text
+
+
+def test_cli_explain_dispatch(capsys):
+    assert cli.main(["explain", SPECS[0], "--isa", "dispatch"]) == 0
+    out = capsys.readouterr().out
+    assert [ln for ln in out.splitlines() if ln.startswith("## ")] == [
+        "## avx512_bf16: the avx512 program",
+        "## avx512",
+        "## avx2",
+        "## scalar",
+    ]
