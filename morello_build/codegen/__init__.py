@@ -151,7 +151,7 @@ def emit_header(user: UserSpec, impl, target, *, name: str = "kernel", namespace
         )
         default_doc = (
             "the tasks run on a persistent std::thread pool\n// (function-local static, sized to "
-            "std::thread::hardware_concurrency(), overridden by the environment\n// variable "
+            "the CPUs the process may use, overridden by the environment\n// variable "
             "MORELLO_NUM_THREADS; the calling thread works too)."
         )
     else:
@@ -193,7 +193,7 @@ def emit_header(user: UserSpec, impl, target, *, name: str = "kernel", namespace
         helper_libs=helper_libs,
         helpers=target.helpers,
         rt=rt,
-        cpu_features=target.cpu_features,
+        cpu_check=target.cpu_check,
         fn_attr=(target.attr + "\n") if target.attr else "",
         parallel=parallel,
         body=body,
