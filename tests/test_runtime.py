@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -204,3 +205,23 @@ def test_pool_tasks_run_on_distinct_cpus_beside_openmp(probe_gcc):
     assert float(got["c0"]) == 512.0
     assert int(got["clash"]) == 0, r.stdout
     assert int(got["distinct"]) >= CALLS // 2 and int(got["worker_ran"]) >= CALLS // 2, r.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("compiler", ["g++", "clang++"])
+def test_cmake_consumer_builds_in_cxx11(compiler, tmp_path):
+    """A CMake project using two kernels (with their TEST programs) builds and passes at the standard the
+    INTERFACE targets claim, with each compiler the README names (the editable install the tests run from)."""
+    from test_cmake import build, clean_env, configure, copy_projects, run
+
+    if shutil.which("cmake") is None or shutil.which(compiler) is None:
+        pytest.skip(f"needs cmake and {compiler}")
+    env = clean_env([Path(sys.prefix, "bin")], VIRTUAL_ENV=sys.prefix)
+    src, b = copy_projects(tmp_path) / "two_kernels", tmp_path / "build"
+    std = ["-DCMAKE_CXX_STANDARD=11", "-DCMAKE_CXX_STANDARD_REQUIRED=ON", "-DCMAKE_CXX_EXTENSIONS=OFF"]
+    configure(
+        src, b, env, "Ninja" if shutil.which("ninja") else "Unix Makefiles", f"-DCMAKE_CXX_COMPILER={compiler}", *std
+    )
+    build(b, env)
+    tests = run(["ctest", "--test-dir", b, "--output-on-failure"], env=env)
+    assert "100% tests passed" in tests.stdout, tests.stdout
