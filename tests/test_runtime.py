@@ -160,6 +160,8 @@ def test_default_pool_sizes_to_the_process_cpus(probe_gcc):
     if shutil.which("taskset"):
         assert _threads(probe_gcc, prefix=("taskset", "-c", str(min(os.sched_getaffinity(0))))) == (1, "")
     assert _threads(probe_gcc, env={"MORELLO_NUM_THREADS": "3"}) == (3, "")
+    # libgomp pins the main thread to one CPU before main(): the pool still sees the process's CPUs.
+    assert _threads(probe_gcc, env={"OMP_PROC_BIND": "true"}) == (pool, "")
 
 
 @pytest.mark.parametrize("value", ["0", "abc", "5000", "-1", "2x", ""])
