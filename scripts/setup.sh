@@ -2,7 +2,7 @@
 # One-time set-up on a fresh Debian machine (idempotent): system packages, then .venv with the package.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-APT_PACKAGES=(g++ make cmake ninja-build python3-venv libbenchmark-dev libhwy-dev)
+APT_PACKAGES=(g++ clang make cmake ninja-build python3-venv libbenchmark-dev libhwy-dev)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then

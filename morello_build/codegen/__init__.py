@@ -211,7 +211,7 @@ def variant_context(user: UserSpec, impl, target, *, name: str) -> dict:
         )
         default_doc = (
             "the tasks run on a persistent std::thread pool\n// (function-local static, sized to "
-            "std::thread::hardware_concurrency(), overridden by the environment\n// variable "
+            "the CPUs the process may use, overridden by the environment\n// variable "
             "MORELLO_NUM_THREADS; the calling thread works too)."
         )
     else:
@@ -232,7 +232,7 @@ def variant_context(user: UserSpec, impl, target, *, name: str) -> dict:
         tasks_doc=f"{tasks} tasks, one per output tile" if parallel else "",
         tree=format_tree(impl).splitlines(),
         helpers=target.helpers,
-        cpu_features=target.cpu_features,
+        cpu_check=target.cpu_check,
         fn_attr=(target.attr + "\n") if target.attr else "",
         parallel=parallel,
         body=body,

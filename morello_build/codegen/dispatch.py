@@ -51,7 +51,7 @@ def emit_dispatch_header(
         base="dispatch.hpp.j2",
         **header_context(user, name=name, namespace=namespace),
         isa="dispatch",
-        levels=[dict(level=v.level, code=v.code, cpu_features=v.target.cpu_features) for v in variants],
+        levels=[dict(level=v.level, code=v.code, cpu_check=v.target.cpu_check) for v in variants],
         codes=codes,
         dp_note=dp_note,
         helper_libs=[helper_library(h) for h in helper_libs],

@@ -37,7 +37,7 @@ class Target:
     costs: CostTable = field(default_factory=CostTable)
     # What the emitted C++ uses (codegen): the helper library (namespace and template stem
     # templates/isa_<helpers>.hpp.j2) and its vector type, the GCC/Clang function target attribute, and
-    # the __builtin_cpu_supports names of the run-time check. None / (): plain C++.
+    # the CPUID_BITS names of the run-time check. None / (): plain C++.
     helpers: str | None = None
     vtype: str | None = None
     target_attr: str | None = None
@@ -50,6 +50,8 @@ class Target:
             raise ValueError(f"{self.isa}: line size, alias period and L2 ways must be {shared} (ir/machine.py)")
         if not self.features - {"highway"} <= set(self.cpu_features):
             raise ValueError(f"{self.isa}: its run-time check misses features {self.features}")
+        if unknown := set(self.cpu_features) - set(CPUID_BITS):
+            raise ValueError(f"{self.isa}: no CPUID_BITS entry for {sorted(unknown)}")
 
     @property
     def name(self) -> str:
@@ -64,6 +66,17 @@ class Target:
     def lanes(self) -> int:
         """f32 lanes per vector register (0 for scalar targets)."""
         return self.vector_bytes // 4
+
+    @property
+    def cpu_check(self) -> tuple[tuple[str, int], ...]:
+        """The run-time check of cpu_features: (runtime CpuId field, mask whose bits must all be set)."""
+        masks: dict[str, int] = {}
+        for f in self.cpu_features:
+            field_, bit, os_state = CPUID_BITS[f]
+            masks[field_] = masks.get(field_, 0) | 1 << bit
+            if os_state:
+                masks["xcr0"] = masks.get("xcr0", 0) | os_state
+        return tuple(masks.items())
 
     def has(self, feature: str) -> bool:
         return feature in self.features
@@ -94,6 +107,26 @@ class Target:
         return BY_NAME[name]
 
 
+# Where the run-time check finds each feature: a register of the runtime's CpuId (templates/runtime.hpp.j2:
+# cpuid leaf 1, leaf 7 subleaf 0, leaf 7 subleaf 1), its bit, and the XCR0 bits the OS must set for the
+# feature's registers (YMM: SSE+AVX state; ZMM: also opmask and the upper ZMM halves). Intel SDM vol. 2A.
+_YMM, _ZMM = 0x6, 0xE6
+CPUID_BITS = {
+    "sse4.2": ("leaf1_ecx", 20, 0),
+    "pclmul": ("leaf1_ecx", 1, 0),
+    "aes": ("leaf1_ecx", 25, 0),
+    "fma": ("leaf1_ecx", 12, _YMM),
+    "f16c": ("leaf1_ecx", 29, _YMM),
+    "avx": ("leaf1_ecx", 28, _YMM),
+    "avx2": ("leaf7_ebx", 5, _YMM),
+    "bmi": ("leaf7_ebx", 3, 0),
+    "bmi2": ("leaf7_ebx", 8, 0),
+    "avx512f": ("leaf7_ebx", 16, _ZMM),
+    "avx512dq": ("leaf7_ebx", 17, _ZMM),
+    "avx512bw": ("leaf7_ebx", 30, _ZMM),
+    "avx512vl": ("leaf7_ebx", 31, _ZMM),
+    "avx512bf16": ("leaf7s1_eax", 5, _ZMM),
+}
 _AVX2_CPU = ("avx2", "fma")
 _AVX512_CPU = _AVX2_CPU + ("avx512f", "avx512bw", "avx512vl", "avx512dq")
 # Highway 1.0.3's HWY_TARGET_STR_AVX2 (sse4 + avx,avx2 + bmi,bmi2,fma + f16c), and what it checks at run time.
