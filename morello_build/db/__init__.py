@@ -142,7 +142,8 @@ def _stats(conn, path, target) -> str:
 
     lines = [f"synthesis DB {path}: {_disk_bytes(path):,} bytes on disk"]
     lines.append(
-        f"namespace: target {target.isa}, morello-build {morello_build.__version__}, code {code_fingerprint()}"
+        f"namespace: target {target.isa}, {target.threads} threads, morello-build {morello_build.__version__}, "
+        f"code {code_fingerprint()}"
     )
     rects, specs, keys = _ns_figures(conn, ns) if ns is not None else (0, 0, 0)
     ratio = f"{specs / rects:.2f}" if rects else "-"
@@ -170,7 +171,8 @@ def _stats(conn, path, target) -> str:
     if total > rects:
         others = conn.execute("SELECT count(*) FROM ns WHERE id IS NOT ?", (ns,)).fetchone()[0]
         lines.append(
-            f"other namespaces (other targets or versions, not used here): {others}, {total - rects:,} rectangles"
+            f"other namespaces (other targets, thread counts or versions, not used here): {others}, "
+            f"{total - rects:,} rectangles"
         )
     return "\n".join(lines)
 
@@ -200,8 +202,8 @@ def verify(path, target, sample: int = 20, seed: int = 0) -> tuple[bool, str]:
         conn.close()
     if not rows:
         return True, (
-            f"synthesis DB {path}: integrity ok; no entries for target {target.isa} with this "
-            "morello-build version and code (other namespaces are not used; see `db stats`)"
+            f"synthesis DB {path}: integrity ok; no entries for target {target.isa} ({target.threads} threads) "
+            "with this morello-build version and code (other namespaces are not used; see `db stats`)"
         )
     rng = random.Random(seed)
     picked = rng.sample(rows, min(sample, len(rows)))
@@ -280,7 +282,8 @@ def rebuild(path, target=None) -> str:
 
 
 def prune(path, target) -> str:
-    """Delete the rectangles of other namespaces (other targets, older versions or code) and compact."""
+    """Delete the rectangles of other namespaces (other targets or thread counts, older versions or code)
+    and compact."""
     conn = connect(path, create=False)
     try:
 
