@@ -328,7 +328,8 @@ def test_target_properties_and_names(fresh_venv, tmp_path):
     probe = src / "probe.cmake"
     probe.write_text("""
 foreach(t small gemv)
-  foreach(p MORELLO_SPEC MORELLO_CANONICAL_SPEC MORELLO_ISA MORELLO_NAME MORELLO_NAMESPACE MORELLO_HEADER)
+  foreach(p MORELLO_SPEC MORELLO_CANONICAL_SPEC MORELLO_ISA MORELLO_THREADS MORELLO_NAME MORELLO_NAMESPACE
+            MORELLO_HEADER)
     get_target_property(v ${t} ${p})
     message(STATUS "probe ${t} ${p}=${v}")
   endforeach()
@@ -350,6 +351,8 @@ message(STATUS "probe alias=${aliased}")
         "probe gemv MORELLO_NAME=gemv_k",
         "probe gemv MORELLO_NAMESPACE=two::k",
         "probe gemv MORELLO_ISA=avx2",
+        "probe gemv MORELLO_THREADS=16",
+        "probe small MORELLO_THREADS=native",
         "probe alias=gemv",
     ]:
         assert line in out, out
