@@ -395,8 +395,8 @@ def test_other_version_results_are_not_used(tmp_path, monkeypatch):
     assert "other namespaces" in db.stats(path, get_target(ISA))
     _, store = _synth(path, SPECS[0], isa="avx512")  # another target: its own namespace too
     assert store.hits == 0
-    _, store = _synth(path, SPECS[0], threads=17)  # another thread count: its own namespace too
-    assert store.hits == 0
+    _, store = _synth(path, SPECS[0], threads=17)  # another thread count: its own namespace (but serial specs)
+    assert not store.top_hit
     with monkeypatch.context() as m:  # an edited synthesizer (same version): its own namespace too
         m.setenv("_MORELLO_DB_FINGERPRINT", "edited")
         _, store = _synth(path, SPECS[0])
@@ -437,3 +437,18 @@ def test_other_schema_is_refused(tmp_path):
         _synth(path, SPECS[0])
     _assert_clear_error(path, e)
     assert "schema 999" in str(e.value)
+
+
+def test_serial_specs_are_shared_by_every_thread_count(tmp_path):
+    """Serial specs never get a parallel loop: a 16-thread search reuses the serial programs a 2-thread one
+    stored (the 1-thread namespace) and still finds what a fresh 16-thread search finds."""
+    path = str(tmp_path / "t.db")
+    _synth(path, SPECS[0], threads=2)
+    impl, store = _synth(path, SPECS[0], threads=16)
+    assert store.hits > 0 and not store.top_hit
+    target = get_target(ISA, threads=16)
+    fresh, _ = synthesize(parse_spec(SPECS[0]).to_spec(target.limits()), target)
+    assert db.program_signature(impl) == db.program_signature(fresh)
+    assert db.verify(path, target, sample=5)[0]
+    db.prune(path, target)  # drops the 2-thread namespace, keeps the shared serial specs
+    assert _synth(path, SPECS[0], threads=16)[1].top_hit

@@ -21,7 +21,7 @@ import random
 import sqlite3
 from pathlib import Path
 
-from morello_build.db.sqlite import DBError, code_fingerprint, connect, namespace_id
+from morello_build.db.sqlite import DBError, code_fingerprint, connect, namespace_ids
 from morello_build.db.store import Store
 
 __all__ = [
@@ -117,11 +117,11 @@ def _wrapped(path, fn):
         raise _wrap(path, e) from None
 
 
-def _ns_figures(conn, ns):
+def _ns_figures(conn, ids):
     return conn.execute(
         "SELECT count(*), coalesce(sum(r.points), 0), count(DISTINCT r.klo) FROM rects r"
-        " JOIN keys k ON k.id = r.klo WHERE k.ns = ?",
-        (ns,),
+        " JOIN keys k ON k.id = r.klo WHERE k.ns IN (?, ?)",
+        ids,
     ).fetchone()
 
 
@@ -137,7 +137,8 @@ def stats(path, target) -> str:
 
 
 def _stats(conn, path, target) -> str:
-    ns = namespace_id(conn, target, create=False)
+    ids = namespace_ids(conn, target)
+    ns = ids[0]
     import morello_build
 
     lines = [f"synthesis DB {path}: {_disk_bytes(path):,} bytes on disk"]
@@ -145,7 +146,7 @@ def _stats(conn, path, target) -> str:
         f"namespace: target {target.isa}, {target.threads} threads, morello-build {morello_build.__version__}, "
         f"code {code_fingerprint()}"
     )
-    rects, specs, keys = _ns_figures(conn, ns) if ns is not None else (0, 0, 0)
+    rects, specs, keys = _ns_figures(conn, ids)
     ratio = f"{specs / rects:.2f}" if rects else "-"
     lines.append(f"  specs covered:     {specs:,} (synthesized specs the rectangles answer)")
     lines.append(f"  rectangles stored: {rects:,} in {keys:,} tables")
@@ -169,7 +170,7 @@ def _stats(conn, path, target) -> str:
         lines.append("  last run: none recorded for this namespace")
     total = conn.execute("SELECT count(*) FROM rects").fetchone()[0]
     if total > rects:
-        others = conn.execute("SELECT count(*) FROM ns WHERE id IS NOT ?", (ns,)).fetchone()[0]
+        others = conn.execute("SELECT count(*) FROM ns WHERE id IS NOT ? AND id IS NOT ?", ids).fetchone()[0]
         lines.append(
             f"other namespaces (other targets, thread counts or versions, not used here): {others}, "
             f"{total - rects:,} rectangles"
@@ -189,13 +190,13 @@ def verify(path, target, sample: int = 20, seed: int = 0) -> tuple[bool, str]:
             from morello_build.db.sqlite import corrupt
 
             raise corrupt(path, "integrity check: " + "; ".join(problems[:3]))
-        ns = namespace_id(conn, target, create=False)
+        ids = namespace_ids(conn, target)
         rows = _wrapped(
             path,
             lambda: conn.execute(
                 "SELECT r.id, k.text, alo, ahi, blo, bhi, clo, chi, llo, lhi, vlo, vhi, rlo, rhi FROM rects r"
-                " JOIN keys k ON k.id = r.klo WHERE k.ns IS ? ORDER BY r.id",
-                (ns,),
+                " JOIN keys k ON k.id = r.klo WHERE k.ns IN (?, ?) ORDER BY r.id",
+                ids,
             ).fetchall(),
         )
     finally:
@@ -288,15 +289,16 @@ def prune(path, target) -> str:
     try:
 
         def run():
-            ns = namespace_id(conn, target, create=False)
+            ids = namespace_ids(conn, target)  # this thread count's and the serial specs'
+            other = "ns IS NOT ? AND ns IS NOT ?"
             conn.execute("BEGIN IMMEDIATE")
             gone = conn.execute(
-                "SELECT count(*) FROM rects WHERE klo IN (SELECT id FROM keys WHERE ns IS NOT ?)", (ns,)
+                f"SELECT count(*) FROM rects WHERE klo IN (SELECT id FROM keys WHERE {other})", ids
             ).fetchone()[0]
-            conn.execute("DELETE FROM rects WHERE klo IN (SELECT id FROM keys WHERE ns IS NOT ?)", (ns,))
-            conn.execute("DELETE FROM keys WHERE ns IS NOT ?", (ns,))
-            conn.execute("DELETE FROM runs WHERE ns IS NOT ?", (ns,))
-            conn.execute("DELETE FROM ns WHERE id IS NOT ?", (ns,))
+            conn.execute(f"DELETE FROM rects WHERE klo IN (SELECT id FROM keys WHERE {other})", ids)
+            conn.execute(f"DELETE FROM keys WHERE {other}", ids)
+            conn.execute(f"DELETE FROM runs WHERE {other}", ids)
+            conn.execute("DELETE FROM ns WHERE id IS NOT ? AND id IS NOT ?", ids)
             conn.execute("COMMIT")
             conn.execute("VACUUM")
             return gone

@@ -4,8 +4,10 @@ Schema (``SCHEMA`` below; bump ``SCHEMA_VERSION`` on any change):
 - ``meta``: schema version and the generator version that created the file.
 - ``ns``: one namespace per (ISA, thread count, generator version, code fingerprint). Results of other
   namespaces are never read: a new version or an edited synthesizer starts from an empty namespace, and
-  programs for 2 threads never answer for 16. (Schema 3 added ``threads``: a schema-2 file is migrated in
-  place, its namespaces marked 2 threads, the count every schema-2 result was synthesized for.)
+  programs for 2 threads never answer for 16; serial specs, whose programs do not depend on the thread
+  count, are stored once in the 1-thread namespace (store.py). (Schema 3 added ``threads``: a schema-2
+  file is migrated in place, its namespaces marked 2 threads, the count every schema-2 result was
+  synthesized for.)
 - ``keys``: table keys (see encode.py) per namespace; ``decisions``: decision strings.
 - ``rects``: ``rtree_i32`` over (key, shape coordinate 1..3, L1 bytes) with the VRF and RF byte ranges,
   the decision, the range of cost per unit of iteration volume (a sanity check on replay) and the number
@@ -180,6 +182,14 @@ def _retry_while_locked(step):
             if ("locked" not in msg and "busy" not in msg) or time.monotonic() > deadline:
                 raise
             time.sleep(0.02)
+
+
+def namespace_ids(conn, target) -> tuple[int | None, int | None]:
+    """The existing namespaces a store for ``target`` reads: its own, and the 1-thread one that holds the
+    serial specs of every thread count (store.Store); None where absent."""
+    from dataclasses import replace
+
+    return namespace_id(conn, target, create=False), namespace_id(conn, replace(target, threads=1), create=False)
 
 
 def namespace_id(conn, target, create: bool = True) -> int | None:
