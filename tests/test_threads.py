@@ -66,3 +66,15 @@ def test_cli_threads(capsys):
     with pytest.raises(SystemExit) as e:
         main(["synth", "matmul 2x2x2", "--threads", "0"])
     assert e.value.code == 2 and "--threads: '0' is not a thread count from 1 to 1024" in capsys.readouterr().err
+
+
+def test_python_api_threads(tmp_path, monkeypatch):
+    """threads= reaches the header, and pyapi's header cache keeps one entry per thread count."""
+    from morello_build.tools import api, pyapi
+
+    monkeypatch.setenv("MORELLO_CACHE_DIR", str(tmp_path))
+    assert "synthesized for 16 threads" in api.synthesize_header("matmul 2x2x2", isa="scalar", threads=16)
+    for n in (3, 5):
+        text = pyapi._synthesize("matmul 2x2x2", "scalar", n, None, "kernel", "morello")
+        assert f"static constexpr int threads = {n};" in text
+    assert len(list((tmp_path / "headers").iterdir())) == 2
