@@ -184,5 +184,5 @@ def get_target(isa: str = "native", threads: int | None = None) -> Target:
         isa = native_isa()
     if isa not in TARGETS:
         raise ValueError(f"unknown ISA '{isa}'; accepted: {', '.join(ISAS)}")
-    n = machine_threads() if threads is None else check_threads(threads)
+    n = min(machine_threads(), MAX_THREADS) if threads is None else check_threads(threads)
     return TARGETS[isa] if n == TARGETS[isa].threads else replace(TARGETS[isa], threads=n)
