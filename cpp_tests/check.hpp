@@ -14,6 +14,7 @@
 // The kernel must also be deterministic (two runs give identical bytes), give identical bytes with a
 // user parallel-for (serial and multi-threaded), and not write outside C (guard zones checked).
 #pragma once
+#include <atomic>
 #include <cinttypes>
 #include <cmath>
 #include <cstdint>
@@ -21,6 +22,11 @@
 #include <cstring>
 #include <thread>
 #include <vector>
+
+// The threaded parallel-for the check runs besides the default one (a set's test program may choose another).
+#ifndef MORELLO_CHECK_THREADED_PF
+#define MORELLO_CHECK_THREADED_PF ::morello_check::ThreadsFor
+#endif
 
 namespace morello_check {
 
@@ -55,6 +61,21 @@ struct ThreadsFor {
   void operator()(std::size_t begin, std::size_t end, F&& fn) const {
     std::vector<std::thread> ts;
     for (std::size_t i = begin; i < end; ++i) ts.emplace_back([&fn, i] { fn(i); });
+    for (auto& t : ts) t.join();
+  }
+};
+// A pool-like parallel-for of T std::threads: each takes task indices from a shared counter until none
+// are left (tasks outnumber or undernumber the threads; the threads may outnumber the cores).
+template <int T>
+struct AtomicFor {
+  template <class F>
+  void operator()(std::size_t begin, std::size_t end, F&& fn) const {
+    std::atomic<std::size_t> next{begin};
+    std::vector<std::thread> ts;
+    for (int t = 0; t < T; ++t)
+      ts.emplace_back([&] {
+        for (std::size_t i; (i = next.fetch_add(1)) < end;) fn(i);
+      });
     for (auto& t : ts) t.join();
   }
 };
@@ -144,7 +165,7 @@ int check(const char* label, bool a_col, bool b_col, bool c_col, Kernel kernel, 
     ++failures;
   }
   reset();
-  kernel_pf(a.data(), b.data(), out.data() + kGuard, ThreadsFor());
+  kernel_pf(a.data(), b.data(), out.data() + kGuard, MORELLO_CHECK_THREADED_PF());
   if (std::memcmp(out.data() + kGuard, first.data(), nc * sizeof(C))) {
     std::printf("FAIL %s: threaded parallel-for run differs\n", label);
     ++failures;

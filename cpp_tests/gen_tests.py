@@ -6,7 +6,7 @@ For each ISA, every spec of the chosen matrix is synthesized and emitted as ``<o
 each kernel against its reference (check.hpp). Files are written only when their bytes change, so
 rebuilds recompile only what changed. Synthesis runs in parallel processes (-j).
 
-    python gen_tests.py --out DIR --set main,sanitize --isas scalar,avx2,avx512 [-j 2]
+    python gen_tests.py --out DIR --set main,threads16 --isas scalar,avx2,avx512 [--isas-of threads16=avx2] [-j 2]
 """
 
 from __future__ import annotations
@@ -70,7 +70,14 @@ TSAN = [
     "matmul 64x64x64",
     "matmul 1x512x1024 b=bf16:col",
 ]
-SETS = {"main": MAIN, "sanitize": SANITIZE, "tsan": TSAN}
+# The main matrix synthesized for 16 threads (more tasks than this machine's cores), run through a pf of 16
+# std::threads and through the default pool with MORELLO_NUM_THREADS=1, 2, 16 (CMakeLists.txt).
+SETS = {"main": MAIN, "sanitize": SANITIZE, "tsan": TSAN, "threads16": MAIN}
+# The thread count each set's programs are synthesized for: pinned, so that the tests do not depend on
+# the machine's core count (2: the programs of a 2-core machine, what CI has).
+THREADS = {"threads16": 16}
+# What the set's test programs define before check.hpp: the threaded pf its check runs besides the default.
+PRELUDE = {"threads16": ["#define MORELLO_CHECK_THREADED_PF ::morello_check::AtomicFor<16>"]}
 
 
 _SEARCHES: dict = {}  # per worker process and ISA: one memo shared by every spec it synthesizes
@@ -78,20 +85,20 @@ _SEARCHES: dict = {}  # per worker process and ISA: one memo shared by every spe
 
 def _one(job):
     """Synthesize ``spec`` once and emit it for every ISA in ``outputs`` [(isa, ns, name, path)]."""
-    spec, search_isa, outputs, db = job
+    spec, search_isa, threads, outputs, db = job
     t0 = time.perf_counter()
     sys.setrecursionlimit(max(sys.getrecursionlimit(), 20000))
     if db:  # the persistent synthesis DB: a rerun after a codegen-only change searches nothing
-        user, _, impl, _ = synthesize_program(spec, isa=search_isa, db=db)
+        user, _, impl, _ = synthesize_program(spec, isa=search_isa, threads=threads, db=db)
     else:
-        target = get_target(search_isa)
-        search = _SEARCHES.setdefault(search_isa, Search(target))
+        target = get_target(search_isa, threads=threads)
+        search = _SEARCHES.setdefault((search_isa, threads), Search(target))
         user = parse_spec(spec)
         impl = search.best(user.to_spec(target.limits()))
         if impl is None:
             raise NoProgram(f"no program for '{spec}' on {search_isa}")
     for isa, ns, name, path in outputs:
-        write_if_changed(path, emit_header(user, impl, get_target(isa), name=name, namespace=ns))
+        write_if_changed(path, emit_header(user, impl, get_target(isa, threads=threads), name=name, namespace=ns))
     return spec, search_isa, time.perf_counter() - t0
 
 
@@ -100,6 +107,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", required=True)
     ap.add_argument("--set", default="main", help=f"comma-separated sets of {sorted(SETS)}")
     ap.add_argument("--isas", default="scalar,avx2,avx512,avx512_bf16,highway")
+    ap.add_argument("--isas-of", action="append", default=[], metavar="SET=ISAS", help="a set's own ISAs")
     ap.add_argument("--specs", help="';'-separated specs replacing the set's matrix")
     ap.add_argument("--db", help="synthesis DB file (morello_build.db) to reuse programs across runs")
     ap.add_argument("-j", "--jobs", type=int, default=min(2, os.cpu_count() or 1))
@@ -109,19 +117,22 @@ def main(argv=None) -> int:
     for name in sets:
         if name not in SETS:
             ap.error(f"unknown set '{name}' (accepted: {', '.join(sorted(SETS))})")
+    own_isas = dict(a.split("=", 1) for a in args.isas_of)
     groups, units = {}, {}
     for set_name in sets:
         specs = args.specs.split(";") if args.specs else SETS[set_name]
-        for isa in [s for s in args.isas.split(",") if s]:
+        for isa in [s for s in own_isas.get(set_name, args.isas).split(",") if s]:
             ns = f"t_{set_name}_{isa}"
             entries = []
             for i, spec in enumerate(specs):
                 path = out / f"{set_name}_{isa}" / f"k{i}.hpp"
-                groups.setdefault((spec, same_program_isa(parse_spec(spec), isa)), []).append((isa, ns, f"k{i}", path))
+                key = (spec, same_program_isa(parse_spec(spec), isa), THREADS.get(set_name, 2))
+                groups.setdefault(key, []).append((isa, ns, f"k{i}", path))
                 entries.append((spec, f"k{i}", path))
             units[(set_name, isa)] = (ns, entries)
-    # slowest first (big shapes), so the process pool finishes together
-    jobs = sorted(((s, i, o, args.db) for (s, i), o in groups.items()), key=lambda j: -len(j[0]))
+    # 2-thread programs first, so that with a DB the other counts find the serial specs they share (db/store.py);
+    # then slowest first (big shapes), so the process pool finishes together
+    jobs = sorted(((s, i, t, o, args.db) for (s, i, t), o in groups.items()), key=lambda j: (j[2] != 2, -len(j[0])))
     t0 = time.perf_counter()
     if args.jobs > 1:
         with ProcessPoolExecutor(args.jobs) as ex:
@@ -130,12 +141,13 @@ def main(argv=None) -> int:
         results = [_one(j) for j in jobs]
     slow = sorted(results, key=lambda r: -r[2])[:3]
     print(
-        f"gen_tests: {sum(len(j[2]) for j in jobs)} headers from {len(jobs)} searches "
+        f"gen_tests: {sum(len(j[3]) for j in jobs)} headers from {len(jobs)} searches "
         f"in {time.perf_counter() - t0:.1f} s "
         f"(slowest: {', '.join(f'{s} [{i}] {t:.1f}s' for s, i, t in slow)})"
     )
     for (set_name, isa), (ns, entries) in units.items():
-        lines = [f"// Generated by cpp_tests/gen_tests.py: {set_name} matrix on {isa}.", '#include "check.hpp"']
+        lines = [f"// Generated by cpp_tests/gen_tests.py: {set_name} matrix on {isa}.", *PRELUDE.get(set_name, [])]
+        lines += ['#include "check.hpp"']
         lines += [f'#include "{p.parent.name}/{p.name}"' for _, _, p in entries]
         lines += ["", "int main() {", "  int failures = 0;"]
         for spec, name, _ in entries:

@@ -56,7 +56,7 @@ def write(out: Path, isas, pattern: str | None) -> None:
                 if _volume(spec) > SMALL_ONLY.get(isa, 1 << 62):
                     continue
                 t0 = time.monotonic()
-                user, target, impl, _ = api.synthesize_program(spec, isa=isa, db=db)
+                user, target, impl, _ = api.synthesize_program(spec, isa=isa, threads=2, db=db)
                 from morello_build.codegen import emit_header
 
                 (d / f"{name}.hpp").write_text(emit_header(user, impl, target, name=name, namespace="golden"))

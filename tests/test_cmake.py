@@ -330,7 +330,8 @@ def test_target_properties_and_names(fresh_venv, tmp_path):
     probe = src / "probe.cmake"
     probe.write_text("""
 foreach(t small gemv disp)
-  foreach(p MORELLO_SPEC MORELLO_CANONICAL_SPEC MORELLO_ISA MORELLO_NAME MORELLO_NAMESPACE MORELLO_HEADER)
+  foreach(p MORELLO_SPEC MORELLO_CANONICAL_SPEC MORELLO_ISA MORELLO_THREADS MORELLO_NAME MORELLO_NAMESPACE
+            MORELLO_HEADER)
     get_target_property(v ${t} ${p})
     message(STATUS "probe ${t} ${p}=${v}")
   endforeach()
@@ -353,6 +354,8 @@ message(STATUS "probe alias=${aliased}")
         "probe gemv MORELLO_NAMESPACE=two::k",
         "probe gemv MORELLO_ISA=avx2",
         "probe disp MORELLO_ISA=dispatch",
+        "probe gemv MORELLO_THREADS=16",
+        "probe small MORELLO_THREADS=native",
         "probe alias=gemv",
     ]:
         assert line in out, out
@@ -361,6 +364,9 @@ message(STATUS "probe alias=${aliased}")
 # -- install + export + downstream ----------------------------------------------------------------------------
 def test_install_export_downstream(two_kernels_build, tmp_path):
     src, b, env = two_kernels_build
+    # gemv is built with THREADS 16 and TEST: its test runs (a skip, 77, where the CPU lacks AVX2).
+    tests = run(["ctest", "--test-dir", b, "-R", "gemv_test", "--output-on-failure"], env=env)
+    assert "100% tests passed" in tests.stdout, tests.stdout
     prefix = tmp_path / "prefix"
     run(["cmake", "--install", b, "--prefix", prefix], env=env)
     assert (prefix / "include" / "morello" / "small.hpp").is_file()

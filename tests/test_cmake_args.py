@@ -26,7 +26,7 @@ CASES = {
     # id: (the call(s), substrings the error must contain)
     "unknown_keyword": (
         f"morello_add_kernel(k SPEC {GOOD} FOO)",
-        ["morello_add_kernel(k)", "unknown argument 'FOO'", "NAMESPACE, ISA, DB, EXPORT; quote the spec"],
+        ["morello_add_kernel(k)", "unknown argument 'FOO'", "NAMESPACE, ISA, THREADS, DB, EXPORT; quote the spec"],
     ),
     "lowercase_keyword": (
         f"morello_add_kernel(k SPEC {GOOD} test)",
@@ -59,6 +59,15 @@ CASES = {
         ["morello_add_kernel(k)", "bad ISA 'avx9'", "native|", "|dispatch)"],
     ),
     "isa_without_value": (f"morello_add_kernel(k SPEC {GOOD} ISA)", ["morello_add_kernel(k)", "ISA needs a value"]),
+    "threads_zero": (f"morello_add_kernel(k SPEC {GOOD} THREADS 0)", ["morello_add_kernel(k)", "THREADS '0' is not"]),
+    "threads_word": (
+        f"morello_add_kernel(k SPEC {GOOD} THREADS abc)",
+        ["morello_add_kernel(k)", "THREADS 'abc' is not a thread count from 1 to 1024"],
+    ),
+    "threads_too_many": (
+        f"morello_add_kernel(k SPEC {GOOD} THREADS 5000)",
+        ["morello_add_kernel(k)", "THREADS '5000' is not"],
+    ),
     "bad_name": (f"morello_add_kernel(k SPEC {GOOD} NAME 1fn)", ["morello_add_kernel(k)", "bad NAME '1fn'"]),
     "keyword_name": (f"morello_add_kernel(k SPEC {GOOD} NAME class)", ["morello_add_kernel(k)", "bad NAME 'class'"]),
     "bad_namespace": (
@@ -151,6 +160,30 @@ def test_good_arguments_configure(tmp_path):
     p = configure(tmp_path, "enable_language(CXX)\n" + body)
     assert p.returncode == 0, p.stdout
     assert "-- name=fn" in p.stdout and "-- default name=class_kernel" in p.stdout, p.stdout
+
+
+@pytest.mark.skipif(shutil.which("c++") is None, reason="needs a C++ compiler")
+def test_threads_reach_the_generator_with_test_and_benchmark(tmp_path):
+    """THREADS N is passed to the generator as --threads N (the .args file carries the command), is the
+    MORELLO_THREADS property, and TEST and BENCHMARK still add their targets. (The two_kernels project of
+    test_cmake.py builds and runs a THREADS 16 kernel's test.)"""
+    body = (
+        "enable_language(CXX)\n"
+        f"morello_add_kernel(k SPEC {GOOD} THREADS 16 TEST BENCHMARK DB none)\n"
+        f"morello_add_kernel(d SPEC {GOOD} DB none)\n"
+        "get_target_property(t k MORELLO_THREADS)\nget_target_property(u d MORELLO_THREADS)\n"
+        'message(STATUS "threads=${t} default=${u}")\n'
+        'foreach(x k_test k_benchmark)\n  if(TARGET ${x})\n    message(STATUS "has ${x}")\n  endif()\nendforeach()\n'
+    )
+    p = configure(tmp_path, body)
+    if "BENCHMARK needs Google Benchmark" in p.stdout:
+        pytest.skip("Google Benchmark not installed")
+    assert p.returncode == 0, p.stdout
+    assert "-- threads=16 default=native" in p.stdout and "-- has k_test" in p.stdout, p.stdout
+    assert "-- has k_benchmark" in p.stdout, p.stdout
+    args = (tmp_path / "build" / "morello" / "k.args").read_text().splitlines()
+    assert args[args.index("--threads") + 1] == "16", args
+    assert "--threads" not in (tmp_path / "build" / "morello" / "d.args").read_text().splitlines()
 
 
 @pytest.mark.parametrize("word", ["none", "off", "OFF", "no", "0", "false"])

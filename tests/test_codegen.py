@@ -255,7 +255,7 @@ def test_default_pool_sizes(tmp_path, threads):
     """The default pool, serial (MORELLO_NUM_THREADS=1) and oversubscribed, gives the same bytes."""
     spec = "matmul 64x32x64"
     isa = "avx512" if _supported("avx512") else ("avx2" if _supported("avx2") else "scalar")
-    text = synthesize_header(spec, isa=isa, name="par", namespace="thr")
+    text = synthesize_header(spec, isa=isa, threads=2, name="par", namespace="thr")
     assert "default_pool()" in text, "expected a parallel program"
     res = check_headers([(spec, text, "thr", "par")], tmp_path, env={"MORELLO_NUM_THREADS": threads})
     assert res.ok, res.output

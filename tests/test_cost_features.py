@@ -127,7 +127,7 @@ def test_shared_line_counts_output_runs_of_parallel_tasks():
     spec = _spec("matmul 64x64x64")
     columns = _loop_features(spec, (1, 64, 64, 32), parallel=True)
     rows = _loop_features(spec, (1, 32, 64, 64), parallel=True)
-    # Two tasks of 64 (or 1) runs each, on two cores: each core's share is one task.
+    # Two tasks of 64 (or 1) runs each, on two threads: each thread's share is one task.
     assert columns.get("shared_line") == 64 and rows.get("shared_line") == 1
     assert columns.get("parallel_setup") == 1 and columns.get("loop_iter") == 1
     c_tile = dataclasses.replace(

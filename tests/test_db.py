@@ -43,8 +43,8 @@ def _pinned_namespace():
         os.environ["_MORELLO_DB_FINGERPRINT"] = old
 
 
-def _synth(path, spec, isa=ISA, **kw):
-    target = get_target(isa)
+def _synth(path, spec, isa=ISA, threads=None, **kw):
+    target = get_target(isa, threads=threads)
     store = Store(path, target, **kw)
     try:
         impl, _ = synthesize(parse_spec(spec).to_spec(target.limits()), target, store=store)
@@ -396,6 +396,8 @@ def test_other_version_results_are_not_used(tmp_path, monkeypatch):
     assert "other namespaces" in db.stats(path, get_target(ISA))
     _, store = _synth(path, SPECS[0], isa="avx512")  # another target: its own namespace too
     assert store.hits == 0
+    _, store = _synth(path, SPECS[0], threads=17)  # another thread count: its own namespace (but serial specs)
+    assert not store.top_hit
     with monkeypatch.context() as m:  # an edited synthesizer (same version): its own namespace too
         m.setenv("_MORELLO_DB_FINGERPRINT", "edited")
         _, store = _synth(path, SPECS[0])
@@ -403,6 +405,28 @@ def test_other_version_results_are_not_used(tmp_path, monkeypatch):
     assert "removed" in db.prune(path, get_target(ISA))
     _, store = _synth(path, SPECS[0])
     assert store.top_hit
+
+
+def test_schema_2_file_is_migrated_with_its_results_marked_2_threads(tmp_path):
+    from morello_build.db.sqlite import SCHEMA, connect
+
+    path = str(tmp_path / "old.db")
+    with sqlite3.connect(path) as conn:  # a schema-2 file: ns without threads
+        for stmt in SCHEMA.split(";"):
+            if stmt.strip() and "EXISTS ns(" not in stmt:
+                conn.execute(stmt)
+        conn.execute(
+            "CREATE TABLE ns(id INTEGER PRIMARY KEY, isa TEXT NOT NULL, version TEXT NOT NULL,"
+            " fingerprint TEXT NOT NULL, created REAL NOT NULL, UNIQUE(isa, version, fingerprint))"
+        )
+        conn.execute("INSERT INTO ns VALUES(7, 'avx2', '0.9', 'f', 0)")
+        conn.execute("INSERT INTO meta VALUES('schema', '2')")
+    connect(path).close()
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT value FROM meta WHERE name='schema'").fetchone() == ("3",)
+        assert conn.execute("SELECT id, isa, threads, version FROM ns").fetchall() == [(7, "avx2", 2, "0.9")]
+    _, store = _synth(path, SPECS[0], threads=2)
+    assert store.puts > 0
 
 
 def test_other_schema_is_refused(tmp_path):
@@ -548,3 +572,18 @@ def test_prune_keeps_every_targets_current_entries(tmp_path, monkeypatch):
         m.setattr(morello_build, "__version__", "0.0.1")
         _, store = _synth(path, SMALL, isa="avx2")
         assert not store.top_hit  # the other version's entries are gone
+
+
+def test_serial_specs_are_shared_by_every_thread_count(tmp_path):
+    """Serial specs never get a parallel loop: a 16-thread search reuses the serial programs a 2-thread one
+    stored (the 1-thread namespace) and still finds what a fresh 16-thread search finds."""
+    path = str(tmp_path / "t.db")
+    _synth(path, SPECS[0], threads=2)
+    impl, store = _synth(path, SPECS[0], threads=16)
+    assert store.hits > 0 and not store.top_hit
+    target = get_target(ISA, threads=16)
+    fresh, _ = synthesize(parse_spec(SPECS[0]).to_spec(target.limits()), target)
+    assert db.program_signature(impl) == db.program_signature(fresh)
+    assert db.verify(path, target, sample=5)[0]
+    db.prune(path, target)  # keeps every current namespace, the shared serial specs included
+    assert _synth(path, SPECS[0], threads=16)[1].top_hit

@@ -43,7 +43,7 @@ def db_dir(tmp_path_factory):
 
 
 def explain_with_features(spec: str, isa: str, db: Path) -> str:
-    user, target, impl, _ = api.synthesize_program(spec, isa=isa, db=str(db / f"{isa}.db"))
+    user, target, impl, _ = api.synthesize_program(spec, isa=isa, threads=2, db=str(db / f"{isa}.db"))
     return f"# {user} ({isa})\n" + format_tree(impl, features=True, costs=target.costs) + "\n"
 
 

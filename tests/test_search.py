@@ -197,7 +197,7 @@ TINY_CASES = [
 def test_dp_equals_exhaustive(text, isa, limits):
     from morello_build.ir.spec import parse_spec
 
-    target = dataclasses.replace(TARGETS[isa], cores=2)
+    target = dataclasses.replace(TARGETS[isa], threads=2)
     spec = parse_spec(text).to_spec(limits)
     dp = Search(target).best(spec)
     ex, count = exhaustive_best(spec, target)

@@ -35,6 +35,7 @@ def test_vendor_writes_headers_and_manifest(tmp_path, capsys):
         text = (out / k["header"]).read_text()
         assert k["spec"] == spec and k["namespace"] == "morello" and k["generator_version"] == __version__
         assert k["isa"] == native != "native"  # resolved: the manifest does not depend on the machine
+        assert k["threads"] == get_target("native").threads  # resolved too: --check elsewhere regenerates it
         assert k["sha256"] == hashlib.sha256(text.encode()).hexdigest()
         assert f"void {k['name']}(" in text and f"bool {k['name']}_supported()" in text
 
@@ -45,13 +46,14 @@ def test_vendor_writes_headers_and_manifest(tmp_path, capsys):
 
 def test_vendor_is_idempotent(tmp_path):
     out = tmp_path / "v"
-    assert vendor("--out", out, "--isa", "avx2", "--name", "gemv", "--namespace", "eng::k", GEMV) == 0
+    assert vendor("--out", out, "--isa", "avx2", "--threads", 16, "--name", "gemv", "--namespace", "eng::k", GEMV) == 0
     files = sorted(out.iterdir())
     mtimes = [p.stat().st_mtime_ns for p in files]
     assert vendor("--out", out) == 0  # regenerate from the manifest: same bytes, nothing rewritten
     assert [p.stat().st_mtime_ns for p in files] == mtimes
     entry = json.loads((out / MANIFEST_NAME).read_text())["kernels"][0]
     assert entry["name"] == "gemv" and entry["namespace"] == "eng::k" and entry["isa"] == "avx2"
+    assert entry["threads"] == 16 and "synthesized for 16 threads" in (out / "gemv.hpp").read_text()
     assert "namespace eng::k {" in (out / "gemv.hpp").read_text()
 
 
@@ -130,6 +132,7 @@ def test_manifest_input(tmp_path):
         (["--name", "1k", SMALL], "kernel name '1k' is not a valid C++ identifier"),
         (["--namespace", "a::", SMALL], "namespace 'a::' has an empty part"),
         (["--isa", "avx9", SMALL], "unknown ISA 'avx9'"),
+        (["--threads", "0", SMALL], "threads must be an integer from 1 to 1024"),
         (["--manifest", "/nonexistent/kernels.json"], "cannot read manifest /nonexistent/kernels.json"),
         ([], "nothing to vendor"),
     ],

@@ -3,7 +3,7 @@
 #
 # morello_add_kernel(<target> SPEC "<spec>"
 #                    [NAME <fn>] [NAMESPACE <ns>] [ISA native|avx2|avx512|avx512_bf16|highway|scalar|dispatch]
-#                    [DB <path>|none] [TEST] [BENCHMARK] [EXPORT <export-set>] [NO_INSTALL])
+#                    [THREADS <n>|native] [DB <path>|none] [TEST] [BENCHMARK] [EXPORT <export-set>] [NO_INSTALL])
 #
 #   Creates the INTERFACE library <target> (alias morello::<target>) with the header
 #   <build>/morello/include/morello/<target>.hpp (#include "morello/<target>.hpp"), synthesized at build
@@ -13,13 +13,15 @@
 #   NAMESPACE  C++ namespace, may be nested a::b (default: morello)
 #   ISA        instruction set (default: native, this build machine's best); dispatch: one header with a
 #              program per ISA level, the best one the CPU supports chosen at run time (binaries that ship)
+#   THREADS    threads the program is synthesized for, 1 to 1024: its parallel loop's tasks are split over
+#              them (default: native, the CPUs the generator may run on at build time)
 #   DB         synthesis database, relative to the current source dir; none (also off, no, 0, false): no DB
 #              (default: the cache variable MorelloBuild_DB if set, else the generator's default)
 #   TEST       adds the executable <target>_test and the ctest <target>_test: the kernel against
 #              <fn>_reference on random data (skipped, return code 77, when <fn>_supported() is false)
 #   BENCHMARK  adds the Google Benchmark executable <target>_benchmark (GFLOP/s and GB/s counters)
 #   EXPORT     install(TARGETS ... EXPORT <set>) set (default: MorelloKernels); NO_INSTALL: no rules
-#   Target properties: MORELLO_SPEC (as given), MORELLO_CANONICAL_SPEC, MORELLO_ISA, MORELLO_NAME,
+#   Target properties: MORELLO_SPEC (as given), MORELLO_CANONICAL_SPEC, MORELLO_ISA, MORELLO_THREADS, MORELLO_NAME,
 #   MORELLO_NAMESPACE, MORELLO_HEADER ("morello/<target>.hpp"); exported with the target.
 #
 # morello_install_kernels(<Package> [EXPORT <set>] [NAMESPACE <ns>::] [DESTINATION <dir>] [VERSION <v>])
@@ -36,7 +38,7 @@ if(POLICY CMP0174)
 endif()
 
 set(_MORELLO_ADD_KERNEL_OPTIONS TEST BENCHMARK NO_INSTALL)
-set(_MORELLO_ADD_KERNEL_ONE_VALUE SPEC NAME NAMESPACE ISA DB EXPORT)
+set(_MORELLO_ADD_KERNEL_ONE_VALUE SPEC NAME NAMESPACE ISA THREADS DB EXPORT)
 # C++ reserved words, shared with the Python CLI (codegen.CXX_KEYWORDS): one per line.
 file(STRINGS "${CMAKE_CURRENT_LIST_DIR}/cxx_keywords.txt" _MORELLO_CXX_KEYWORDS)
 
@@ -119,6 +121,14 @@ function(morello_add_kernel)
     endif()
   else()
     set(_isa native)
+  endif()
+
+  set(_threads native)
+  if(DEFINED _mk_THREADS AND NOT _mk_THREADS STREQUAL "native")
+    set(_threads "${_mk_THREADS}")
+    if(NOT _threads MATCHES "^[1-9][0-9]*$" OR _threads GREATER 1024)
+      _morello_fail("THREADS '${_threads}' is not a thread count from 1 to 1024 (or native)")
+    endif()
   endif()
 
   if(DEFINED _mk_NAME)
@@ -205,6 +215,9 @@ function(morello_add_kernel)
   set(_args_file "${_dir}/${_mk_target}.args")
   set(_cmd "${_python}" -m morello_build synth "${_spec}" -o "${_header}" --isa "${_isa}" --name "${_name}"
            --namespace "${_ns}")
+  if(NOT _threads STREQUAL "native")
+    list(APPEND _cmd --threads "${_threads}")
+  endif()
   if(NOT _db STREQUAL "")
     list(APPEND _cmd --db "${_db}")
   endif()
@@ -248,10 +261,12 @@ function(morello_add_kernel)
     MORELLO_SPEC "${_spec}"
     MORELLO_CANONICAL_SPEC "${_canonical}"
     MORELLO_ISA "${_isa}"
+    MORELLO_THREADS "${_threads}"
     MORELLO_NAME "${_name}"
     MORELLO_NAMESPACE "${_ns}"
     MORELLO_HEADER "${_header_rel}"
-    EXPORT_PROPERTIES "MORELLO_SPEC;MORELLO_CANONICAL_SPEC;MORELLO_ISA;MORELLO_NAME;MORELLO_NAMESPACE;MORELLO_HEADER")
+    EXPORT_PROPERTIES
+      "MORELLO_SPEC;MORELLO_CANONICAL_SPEC;MORELLO_ISA;MORELLO_THREADS;MORELLO_NAME;MORELLO_NAMESPACE;MORELLO_HEADER")
 
   if(NOT _mk_NO_INSTALL)
     set(_export MorelloKernels)

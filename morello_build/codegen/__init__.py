@@ -205,7 +205,8 @@ def variant_context(user: UserSpec, impl, target, *, name: str) -> dict:
     tasks = _parallel_tasks(impl) if parallel else None
     if parallel:
         threads_doc = (
-            f"the program has a parallel loop of {tasks} tasks. {name}({args}) runs them on a "
+            f"synthesized for {target.threads} threads; the program has a parallel loop of {tasks} tasks.\n"
+            f"// {name}({args}) runs them on a "
             "persistent std::thread pool\n// (MORELLO_NUM_THREADS overrides its size); "
             f"{name}({args}, pf) hands them to your parallel-for."
         )
@@ -215,7 +216,10 @@ def variant_context(user: UserSpec, impl, target, *, name: str) -> dict:
             "MORELLO_NUM_THREADS; the calling thread works too)."
         )
     else:
-        threads_doc = f"the program is serial: {name}({args}) runs on the calling thread."
+        threads_doc = (
+            f"synthesized for {target.threads} threads; the program is serial: {name}({args}) runs on the "
+            "calling thread."
+        )
         default_doc = "the program is serial and runs on the calling thread."
     dp_note = None
     if any(ln.strip().startswith("//") is False and "dp_bf16(" in ln for ln in body):
@@ -224,6 +228,7 @@ def variant_context(user: UserSpec, impl, target, *, name: str) -> dict:
         )
     return dict(
         isa=target.isa,
+        threads=target.threads,
         target_attr=target.target_attr,
         dp_note=dp_note,
         threads_doc=threads_doc,

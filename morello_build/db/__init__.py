@@ -21,7 +21,7 @@ import random
 import sqlite3
 from pathlib import Path
 
-from morello_build.db.sqlite import DBError, code_fingerprint, connect, namespace_id, writable
+from morello_build.db.sqlite import DBError, code_fingerprint, connect, namespace_ids, writable
 from morello_build.db.store import Store
 
 __all__ = [
@@ -118,11 +118,11 @@ def _wrapped(path, fn):
         raise _wrap(path, e) from None
 
 
-def _ns_figures(conn, ns):
+def _ns_figures(conn, ids):
     return conn.execute(
         "SELECT count(*), coalesce(sum(r.points), 0), count(DISTINCT r.klo) FROM rects r"
-        " JOIN keys k ON k.id = r.klo WHERE k.ns = ?",
-        (ns,),
+        " JOIN keys k ON k.id = r.klo WHERE k.ns IN (?, ?)",
+        ids,
     ).fetchone()
 
 
@@ -138,14 +138,16 @@ def stats(path, target) -> str:
 
 
 def _stats(conn, path, target) -> str:
-    ns = namespace_id(conn, target, create=False)
+    ids = namespace_ids(conn, target)
+    ns = ids[0]
     import morello_build
 
     lines = [f"synthesis DB {path}: {_disk_bytes(path):,} bytes on disk"]
     lines.append(
-        f"namespace: target {target.isa}, morello-build {morello_build.__version__}, code {code_fingerprint()}"
+        f"namespace: target {target.isa}, {target.threads} threads, morello-build {morello_build.__version__}, "
+        f"code {code_fingerprint()}"
     )
-    rects, specs, keys = _ns_figures(conn, ns) if ns is not None else (0, 0, 0)
+    rects, specs, keys = _ns_figures(conn, ids)
     ratio = f"{specs / rects:.2f}" if rects else "-"
     lines.append(f"  specs covered:     {specs:,} (synthesized specs the rectangles answer)")
     lines.append(f"  rectangles stored: {rects:,} in {keys:,} tables")
@@ -169,9 +171,10 @@ def _stats(conn, path, target) -> str:
         lines.append("  last run: none recorded for this namespace")
     total = conn.execute("SELECT count(*) FROM rects").fetchone()[0]
     if total > rects:
-        others = conn.execute("SELECT count(*) FROM ns WHERE id IS NOT ?", (ns,)).fetchone()[0]
+        others = conn.execute("SELECT count(*) FROM ns WHERE id IS NOT ? AND id IS NOT ?", ids).fetchone()[0]
         lines.append(
-            f"other namespaces (other targets or versions, not used here): {others}, {total - rects:,} rectangles"
+            f"other namespaces (other targets, thread counts or versions, not used here): {others}, "
+            f"{total - rects:,} rectangles"
         )
     return "\n".join(lines)
 
@@ -188,21 +191,21 @@ def verify(path, target, sample: int = 20, seed: int = 0) -> tuple[bool, str]:
             from morello_build.db.sqlite import corrupt
 
             raise corrupt(path, "integrity check: " + "; ".join(problems[:3]))
-        ns = namespace_id(conn, target, create=False)
+        ids = namespace_ids(conn, target)
         rows = _wrapped(
             path,
             lambda: conn.execute(
                 "SELECT r.id, k.text, alo, ahi, blo, bhi, clo, chi, llo, lhi, vlo, vhi, rlo, rhi FROM rects r"
-                " JOIN keys k ON k.id = r.klo WHERE k.ns IS ? ORDER BY r.id",
-                (ns,),
+                " JOIN keys k ON k.id = r.klo WHERE k.ns IN (?, ?) ORDER BY r.id",
+                ids,
             ).fetchall(),
         )
     finally:
         conn.close()
     if not rows:
         return True, (
-            f"synthesis DB {path}: integrity ok; no entries for target {target.isa} with this "
-            "morello-build version and code (other namespaces are not used; see `db stats`)"
+            f"synthesis DB {path}: integrity ok; no entries for target {target.isa} ({target.threads} threads) "
+            "with this morello-build version and code (other namespaces are not used; see `db stats`)"
         )
     rng = random.Random(seed)
     picked = rng.sample(rows, min(sample, len(rows)))

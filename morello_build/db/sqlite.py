@@ -2,8 +2,12 @@
 
 Schema (``SCHEMA`` below; bump ``SCHEMA_VERSION`` on any change):
 - ``meta``: schema version and the generator version that created the file.
-- ``ns``: one namespace per (ISA, generator version, code fingerprint). Results of other namespaces are
-  never read: a new version or an edited synthesizer starts from an empty namespace.
+- ``ns``: one namespace per (ISA, thread count, generator version, code fingerprint). Results of other
+  namespaces are never read: a new version or an edited synthesizer starts from an empty namespace, and
+  programs for 2 threads never answer for 16; serial specs, whose programs do not depend on the thread
+  count, are stored once in the 1-thread namespace (store.py). (Schema 3 added ``threads``: a schema-2
+  file is migrated in place, its namespaces marked 2 threads, the count every schema-2 result was
+  synthesized for.)
 - ``keys``: table keys (see encode.py) per namespace; ``decisions``: decision strings.
 - ``rects``: ``rtree_i32`` over (key, shape coordinate 1..3, L1 bytes) with the VRF and RF byte ranges,
   the decision, the range of cost per unit of iteration volume (a sanity check on replay) and the number
@@ -25,14 +29,14 @@ from pathlib import Path
 import morello_build
 from morello_build.fingerprint import synthesis_fingerprint
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 BUSY_TIMEOUT_S = 120.0
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(name TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS ns(
-    id INTEGER PRIMARY KEY, isa TEXT NOT NULL, version TEXT NOT NULL, fingerprint TEXT NOT NULL,
-    created REAL NOT NULL, UNIQUE(isa, version, fingerprint));
+    id INTEGER PRIMARY KEY, isa TEXT NOT NULL, threads INTEGER NOT NULL, version TEXT NOT NULL,
+    fingerprint TEXT NOT NULL, created REAL NOT NULL, UNIQUE(isa, threads, version, fingerprint));
 CREATE TABLE IF NOT EXISTS keys(id INTEGER PRIMARY KEY, ns INTEGER NOT NULL, text TEXT NOT NULL,
     UNIQUE(ns, text));
 CREATE TABLE IF NOT EXISTS decisions(id INTEGER PRIMARY KEY, text TEXT NOT NULL UNIQUE);
@@ -155,6 +159,8 @@ def connect(path, *, create: bool = True, read_only: bool = False) -> sqlite3.Co
         conn.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
         conn.execute("PRAGMA synchronous=NORMAL")
         row = _retry_while_locked(lambda: _schema_row(conn))
+        if row[0] == "2":
+            row = _retry_while_locked(lambda: _migrate_from_2(conn))
     except sqlite3.Error as e:
         raise _wrap(path, e) from None
     return _check_schema(conn, row, path)
@@ -196,6 +202,24 @@ def _schema_row(conn: sqlite3.Connection):
     return conn.execute("SELECT value FROM meta WHERE name='schema'").fetchone()
 
 
+def _migrate_from_2(conn: sqlite3.Connection):
+    """Schema 2 -> 3: the namespaces gain their thread count (2: before it was a parameter, every
+    target had 2 cores). SQLite cannot change a UNIQUE constraint, so the table is copied."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        if conn.execute("SELECT value FROM meta WHERE name='schema'").fetchone()[0] == "2":  # not done meanwhile
+            conn.execute("ALTER TABLE ns RENAME TO ns_v2")
+            conn.execute(next(s for s in SCHEMA.split(";") if "EXISTS ns(" in s))
+            conn.execute("INSERT INTO ns SELECT id, isa, 2, version, fingerprint, created FROM ns_v2")
+            conn.execute("DROP TABLE ns_v2")
+            conn.execute("UPDATE meta SET value=? WHERE name='schema'", (str(SCHEMA_VERSION),))
+        conn.execute("COMMIT")
+    except sqlite3.Error:
+        conn.execute("ROLLBACK")
+        raise
+    return conn.execute("SELECT value FROM meta WHERE name='schema'").fetchone()
+
+
 def _retry_while_locked(step):
     """Run ``step``, again while another process holds the file: SQLite answers a journal-mode change
     (two builds creating one DB at once) with "locked" at once, without waiting on the busy timeout."""
@@ -210,12 +234,22 @@ def _retry_while_locked(step):
             time.sleep(0.02)
 
 
+def namespace_ids(conn, target) -> tuple[int | None, int | None]:
+    """The existing namespaces a store for ``target`` reads: its own, and the 1-thread one that holds the
+    serial specs of every thread count (store.Store); None where absent."""
+    from dataclasses import replace
+
+    return namespace_id(conn, target, create=False), namespace_id(conn, replace(target, threads=1), create=False)
+
+
 def namespace_id(conn, target, create: bool = True) -> int | None:
-    args = (target.isa, morello_build.__version__, code_fingerprint())
-    row = conn.execute("SELECT id FROM ns WHERE isa=? AND version=? AND fingerprint=?", args).fetchone()
+    args = (target.isa, target.threads, morello_build.__version__, code_fingerprint())
+    query = "SELECT id FROM ns WHERE isa=? AND threads=? AND version=? AND fingerprint=?"
+    row = conn.execute(query, args).fetchone()
     if row is None and create:
         conn.execute(
-            "INSERT OR IGNORE INTO ns(isa, version, fingerprint, created) VALUES(?,?,?,?)", args + (time.time(),)
+            "INSERT OR IGNORE INTO ns(isa, threads, version, fingerprint, created) VALUES(?,?,?,?,?)",
+            args + (time.time(),),
         )
-        row = conn.execute("SELECT id FROM ns WHERE isa=? AND version=? AND fingerprint=?", args).fetchone()
+        row = conn.execute(query, args).fetchone()
     return row[0] if row else None

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
+from dataclasses import replace
 
 from morello_build.db import encode
 from morello_build.db.boxes import covers, merge_boxes, union
@@ -52,8 +53,14 @@ class Store:
         if self.read_only:
             warn_read_only(path)
         try:
-            self.ns = namespace_id(self.conn, target, create=not self.read_only)
-            self._keys = dict(self.conn.execute("SELECT text, id FROM keys WHERE ns=?", (self.ns,)))
+            create = not self.read_only
+            self.ns = namespace_id(self.conn, target, create=create)
+            # Serial specs never get a parallel loop: their programs are the same for every thread count,
+            # so they are kept once, in the 1-thread namespace, and shared by every count.
+            serial = replace(target, threads=1)
+            self.ns_serial = self.ns if target.threads == 1 else namespace_id(self.conn, serial, create=create)
+            self._keys = {}
+            self._add_keys()
             # Keys that may have rectangles in the file, and those that may have rectangles this store did
             # not write (only those can answer a lookup: the search's memo holds everything it put).
             self._db_keys = set(self._keys.values())
@@ -121,6 +128,19 @@ class Store:
             found = "no program" if impl is None else f"a program of another cost ({impl.cost:,.1f})"
             raise corrupt(self.path, f"decision {text!r} for {spec.describe()} replays to {found}")
         return impl
+    def _ns_of(self, key: str) -> int:
+        """The namespace of an op's key text: serial ops' (flags "<accum><serial>", 4th field) are shared."""
+        return self.ns_serial if key.split("|", 4)[3][1] == "1" else self.ns
+
+    def _add_keys(self) -> set[int]:
+        """Load the keys of this store's namespaces (each key from the namespace it belongs to); the new ids."""
+        new = set()
+        q = "SELECT ns, text, id FROM keys WHERE ns IN (?, ?)"
+        for ns, text, kid in self.conn.execute(q, (self.ns, self.ns_serial)).fetchall():
+            if text not in self._keys and ns == self._ns_of(text):
+                self._keys[text] = kid
+                new.add(kid)
+        return new
 
     def _decision(self, did: int) -> str:
         text = self._decisions.get(did)
@@ -184,11 +204,9 @@ class Store:
         conn = self.conn
         conn.execute("BEGIN IMMEDIATE")
         # Keys other processes added since we looked may have rectangles too.
-        for text, kid in conn.execute("SELECT text, id FROM keys WHERE ns=?", (self.ns,)):
-            if text not in self._keys:
-                self._keys[text] = kid
-                self._db_keys.add(kid)
-                self._lookup_keys.add(kid)
+        new = self._add_keys()
+        self._db_keys |= new
+        self._lookup_keys |= new
         for (key, text, hi), boxes in groups.items():
             kid = self._key_id(key)
             did = self._decision_id(text)
@@ -208,8 +226,9 @@ class Store:
     def _key_id(self, key: str) -> int:
         kid = self._keys.get(key)
         if kid is None:
-            self.conn.execute("INSERT OR IGNORE INTO keys(ns, text) VALUES(?, ?)", (self.ns, key))
-            kid = self.conn.execute("SELECT id FROM keys WHERE ns=? AND text=?", (self.ns, key)).fetchone()[0]
+            ns = self._ns_of(key)
+            self.conn.execute("INSERT OR IGNORE INTO keys(ns, text) VALUES(?, ?)", (ns, key))
+            kid = self.conn.execute("SELECT id FROM keys WHERE ns=? AND text=?", (ns, key)).fetchone()[0]
             self._keys[key] = kid
         return kid
 

@@ -9,11 +9,12 @@ it brings in. Nothing else prices anything: a node's cost is derived here, by on
 
     cost(node) = features(node) · costs  +  sum over children i of  weight_i × cost(child_i)
 
-``weight_i`` is how often child i runs on one core (``weights``): once for a move's load, body and
-store and for to_accum's zero and body; ``region.count`` times for a serial loop's bodies; and
-``region.count × share`` for a parallel loop, whose tiles are split over the cores, share =
-ceil(tiles / cores) / tiles (the busiest core's share). A parallel loop's per-trip features are scaled
-by the same share (``loop_features``).
+``weight_i`` is how often child i runs on one thread (``weights``): once for a move's load, body and
+store and for to_accum's zero and body; ``region.count`` times for a serial loop's bodies; and for a
+parallel loop, whose tasks are split over ``target.threads`` threads, how many of its tasks the busiest
+thread runs: ceil(tasks / threads) of them, the largest tiles first (a ragged loop's full tiles before
+its remainders). A parallel loop's per-trip features are scaled by the busiest thread's share of the
+tasks, ceil(tasks / threads) / tasks (``loop_features``).
 
 The model is ADDITIVE: memory traffic and compute are summed, they never overlap (a kernel's line
 reads add to its FMAs; a view's lines add to its body). A model where they overlap changes this rule,
@@ -27,7 +28,7 @@ around it may count the run it starts (``gl_short_run``); ``l2_reuse_line`` refu
 from __future__ import annotations
 
 from dataclasses import fields, replace
-from math import ceil
+from math import ceil, prod
 
 from morello_build.ir.impl import Loop
 from morello_build.ir.spec import Level, TensorSpec, operand_tiles
@@ -42,7 +43,7 @@ _RANK = {name: i for i, name in enumerate(FEATURES)}
 class Features(tuple):
     """Named counts of one node's own work: an immutable tuple of (name, count) pairs in FEATURES order,
     zeros left out (cheap: the search builds one per node). ``a + b`` adds counts, ``a * s`` scales
-    them, ``a.dot(costs)`` prices them. Counts are fractional in a parallel loop (its per-core share)."""
+    them, ``a.dot(costs)`` prices them. Counts are fractional in a parallel loop (its busiest thread's share)."""
 
     __slots__ = ()
 
@@ -103,30 +104,44 @@ def _number(c: float) -> str:
 def combine(own_price: float, children, weights) -> float:
     """THE combination rule (see the module docstring): the node's own features priced
     (``features.dot(costs)``, computed once per plan), plus each child's cost times how often it runs
-    per core. Additive: memory and compute do not overlap."""
+    per thread. Additive: memory and compute do not overlap."""
     total = 0.0
     for w, c in zip(weights, children):
         total += w * c.cost
     return own_price + total
 
 
-def per_core_share(tiles: int, cores: int) -> float:
-    """The share of a parallel loop's tiles that the busiest core runs."""
-    return ceil(tiles / min(cores, tiles)) / tiles
+def busiest_share(tiles: int, threads: int) -> float:
+    """The share of a parallel loop's tiles that the busiest thread runs: ceil(tiles / threads) of them."""
+    return ceil(tiles / min(threads, tiles)) / tiles
 
 
-def loop_weights(counts: tuple[int, ...], parallel: bool, cores: int) -> tuple[float, ...]:
-    """How often each region's body runs per core: all its tiles, or a core's share of them."""
+def loop_weights(counts: tuple[int, ...], parallel: bool, threads: int, shapes=None) -> tuple[float, ...]:
+    """How often each region's body runs on one thread: all its tiles (serial), or the busiest thread's
+    part of them (parallel). The busiest thread runs ceil(tiles / threads) tasks, and it may draw the
+    largest ones: those are taken from the regions in order of their tiles' volumes (``shapes``: each
+    region's tile shape; all equal when not given), so small ragged tiles do not dilute the imbalance.
+    Regions of equal volume share the busiest thread's tasks in proportion to their counts."""
     if not parallel:
         return counts
-    share = per_core_share(sum(counts), cores)
-    return tuple(n * share for n in counts)
+    busiest = ceil(sum(counts) / min(threads, sum(counts)))
+    sizes = tuple(prod(s) for s in shapes) if shapes else (1,) * len(counts)
+    weights = [0.0] * len(counts)
+    for size in sorted(set(sizes), reverse=True):
+        group = [i for i, s in enumerate(sizes) if s == size]
+        tiles = sum(counts[i] for i in group)
+        take = min(busiest, tiles)
+        for i in group:
+            weights[i] = counts[i] * (take / tiles)
+        busiest -= take
+    return tuple(weights)
 
 
 def weights(node, target) -> tuple[float, ...]:
-    """How often each of ``node``'s children runs per core (the rule's weights)."""
+    """How often each of ``node``'s children runs per thread (the rule's weights)."""
     if isinstance(node, Loop):
-        return loop_weights(tuple(r.count for r in node.regions), node.parallel, target.cores)
+        counts, shapes = tuple(r.count for r in node.regions), tuple(r.shape for r in node.regions)
+        return loop_weights(counts, node.parallel, target.threads, shapes)
     return (1,) * len(node.children)
 
 
@@ -150,7 +165,7 @@ def loop_features(op, bodies, counts, dims, tile, parallel: bool, unrolled: bool
     """A loop's own work: one ``loop_iter`` per trip unless codegen unrolls it, the short runs it
     starts (``gl_short_run``); serial loops save ``l2_reuse_line`` (lines later trips read from L2);
     parallel loops pay their share of the output lines their tasks share (``shared_line``) and
-    their per-trip work at the busiest core's share, plus one ``parallel_setup``. ``bodies`` are the
+    their per-trip work at the busiest thread's share, plus one ``parallel_setup``. ``bodies`` are the
     regions' specs, ``counts`` their tile counts. (Short runs are counted for all trips, also in a
     parallel loop: the model has always done so.)"""
     trips = sum(counts)
@@ -158,7 +173,7 @@ def loop_features(op, bodies, counts, dims, tile, parallel: bool, unrolled: bool
     runs = short_runs(op, tile, dims, trips, target)
     if parallel:
         shared = sum(n * shared_lines(s) for n, s in zip(counts, bodies))
-        per_trip = Features.of(loop_iter=loop_iter, shared_line=shared) * per_core_share(trips, target.cores)
+        per_trip = Features.of(loop_iter=loop_iter, shared_line=shared) * busiest_share(trips, target.threads)
         return per_trip + Features.of(parallel_setup=1, gl_short_run=runs)
     reuse = l2_reuse_lines(bodies[0], dims, trips, target)
     return Features.ordered(("gl_short_run", runs), ("loop_iter", loop_iter), ("l2_reuse_line", reuse))
@@ -300,8 +315,10 @@ def better(x, y) -> bool:
 def lower_bound(spec, target) -> float:
     """A cost no program for ``spec`` can beat: every GL input line is read at least once (gl_line), and
     every multiply-add takes at least the cheapest kernel's share of a vec_fma (vdpbf16ps: two per
-    lane). Every feature's price is positive except l2_reuse_line, which only refunds part of a
-    gl_line counted in a body, so the bound holds. (Priced directly: it is computed for every plan.)"""
+    lane); a matmul that may still get a parallel loop (not serial) splits that work over at most
+    ``target.threads`` threads. Every feature's price is positive except l2_reuse_line, which only
+    refunds part of a gl_line counted in a body, so the bound holds. (Priced directly: it is computed
+    for every plan.)"""
     from morello_build.ir.spec import DType
 
     op, c = spec.op, target.costs
@@ -314,4 +331,4 @@ def lower_bound(spec, target) -> float:
         volume *= s
     pairs = 2 if target.has("avx512bf16") and op.a.dtype == op.b.dtype == DType.BF16 else 1
     compute = volume * c.vec_fma / (pairs * target.lanes) if target.lanes else volume * c.scalar_op
-    return memory + compute
+    return (memory + compute) / (1 if op.serial else target.threads)

@@ -126,7 +126,7 @@ def _build(spec: Spec, plan: Plan, target: Target, what: str, main: int | None, 
 def tile_out(spec, shape, *, parallel: bool = False, body: Builder | None = None, target=None):
     """Loop over tiles of the output: ``shape`` is the output tile, (rows, cols) or (batch, rows, cols)
     (for a move or zero spec, its 3-D tile). Sizes need not divide the output: ragged ends become
-    remainder regions, which are synthesized. ``parallel`` spreads the tiles over the cores."""
+    remainder regions, which are synthesized. ``parallel`` spreads the tiles over the target's threads."""
     target = _target(target)
     spec = to_spec(spec, target)
     op = spec.op

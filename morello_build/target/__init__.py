@@ -6,7 +6,8 @@ The kernel catalog (what each microkernel applies to, costs and emits) lives in 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import os
+from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
 
@@ -33,7 +34,9 @@ class Target:
     l2_block_bytes: int = 256 * 1024  # largest block kept in L2: a quarter (an A block, an L2 view; cost.fits_l2)
     scratch_bytes: int = 4 << 20  # largest packing buffer in main memory (a B panel set, L3-resident)
     scalar_regs: int = 12
-    cores: int = 2
+    # Threads the program is synthesized for: a parallel loop's tiles are split over this many (synth/cost.py).
+    # The records in TARGETS say 2 (tests pin their programs); get_target() gives the generating machine's count.
+    threads: int = 2
     costs: CostTable = field(default_factory=CostTable)
     # What the emitted C++ uses (codegen): the helper library (namespace and template stem
     # templates/isa_<helpers>.hpp.j2) and its vector type, the GCC/Clang function target attribute, and
@@ -193,9 +196,35 @@ def native_isa() -> str:
     return "scalar"
 
 
-def get_target(isa: str = "native") -> Target:
+MAX_THREADS = 1024
+
+
+def machine_threads() -> int:
+    """The CPUs this process may run on (its affinity mask; else every CPU): the default thread count."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def check_threads(threads) -> int:
+    """``threads`` as an int in 1..MAX_THREADS, else a ValueError naming it (one line)."""
+    if isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= MAX_THREADS:
+        raise ValueError(f"threads must be an integer from 1 to {MAX_THREADS}, not {threads!r}")
+    return threads
+
+
+def get_target(isa: str = "native", threads: int | None = None) -> Target:
+    """The target record of ``isa`` ("native": this CPU's best) for programs that run on ``threads``
+    threads (None: the CPUs this process may run on, machine_threads())."""
     if isa == "native":
         isa = native_isa()
     if isa not in TARGETS:
         raise ValueError(f"unknown ISA '{isa}'; accepted: {', '.join(ISAS)}")
-    return TARGETS[isa]
+    n = resolve_threads(threads)
+    return TARGETS[isa] if n == TARGETS[isa].threads else replace(TARGETS[isa], threads=n)
+
+
+def resolve_threads(threads: int | None) -> int:
+    """The thread count a program is synthesized for: ``threads`` checked, or (None) this process's CPUs."""
+    return min(machine_threads(), MAX_THREADS) if threads is None else check_threads(threads)

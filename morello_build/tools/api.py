@@ -7,10 +7,13 @@ from morello_build.synth.search import synthesize
 from morello_build.target import DISPATCH_LEVELS, TARGETS, get_target
 
 
-def synthesize_program(spec: str | UserSpec, *, isa: str = "native", db: str | None = None, progress=None):
-    """Parse (if needed) and synthesize: returns (user spec, target, impl, search)."""
+def synthesize_program(
+    spec: str | UserSpec, *, isa: str = "native", threads: int | None = None, db: str | None = None, progress=None
+):
+    """Parse (if needed) and synthesize for ``threads`` threads (None: this machine's CPUs, see
+    target.get_target): returns (user spec, target, impl, search)."""
     user = parse_spec(spec) if isinstance(spec, str) else spec
-    target = get_target(isa)
+    target = get_target(isa, threads=threads)
     store = open_store(db, target) if db is not None else None
     try:
         impl, search = synthesize(user.to_spec(target.limits()), target, progress=progress, store=store)
@@ -31,6 +34,7 @@ def synthesize_header(
     spec: str | UserSpec,
     *,
     isa: str = "native",
+    threads: int | None = None,
     name: str = "kernel",
     namespace: str = "morello",
     db: str | None = None,
@@ -43,24 +47,24 @@ def synthesize_header(
     if isa == "dispatch":
         from morello_build.codegen.dispatch import emit_dispatch_header
 
-        user, variants = synthesize_variants(spec, db=db, progress=progress)
+        user, variants = synthesize_variants(spec, threads=threads, db=db, progress=progress)
         return emit_dispatch_header(user, variants, name=name, namespace=namespace)
-    user, target, impl, _ = synthesize_program(spec, isa=isa, db=db, progress=progress)
+    user, target, impl, _ = synthesize_program(spec, isa=isa, threads=threads, db=db, progress=progress)
     return emit_header(user, impl, target, name=name, namespace=namespace)
 
 
-def synthesize_variants(spec: str | UserSpec, *, db: str | None = None, progress=None, **kw):
+def synthesize_variants(spec: str | UserSpec, *, threads: int | None = None, db: str | None = None, progress=None):
     """Runtime dispatch: (user spec, a Variant per level of target.DISPATCH_LEVELS, best first). Each
-    level is searched for its own target, in its own DB store; a level whose search would give a lower
-    level's program (search_isa) reuses that program and code. ``kw`` goes to every search (threads=)."""
+    level is searched for its own target (for ``threads`` threads), in its own DB store; a level whose search
+    would give a lower level's program (search_isa) reuses that program and code."""
     from morello_build.codegen.dispatch import Variant
 
     user = parse_spec(spec) if isinstance(spec, str) else spec
     programs, variants = {}, []
     for level in DISPATCH_LEVELS:
         isa = search_isa(user, level)
-        if isa not in programs:  # the threads branch passes threads= here, through kw
-            programs[isa] = synthesize_program(user, isa=isa, db=db, progress=progress, **kw)
+        if isa not in programs:
+            programs[isa] = synthesize_program(user, isa=isa, threads=threads, db=db, progress=progress)
         _, target, impl, _ = programs[isa]
         variants.append(Variant(level, isa, TARGETS[level], target, impl))
     return user, tuple(variants)

@@ -40,11 +40,17 @@ def _synthesize(args, header: bool):
     try:
         if header:
             return api.synthesize_header(
-                args.spec, isa=args.isa, name=args.name, namespace=args.namespace, db=path, progress=update
+                args.spec,
+                isa=args.isa,
+                threads=args.threads,
+                name=args.name,
+                namespace=args.namespace,
+                db=path,
+                progress=update,
             )
         if args.isa == "dispatch":
-            return api.synthesize_variants(args.spec, db=path, progress=update)
-        return api.synthesize_program(args.spec, isa=args.isa, db=path, progress=update)
+            return api.synthesize_variants(args.spec, threads=args.threads, db=path, progress=update)
+        return api.synthesize_program(args.spec, isa=args.isa, threads=args.threads, db=path, progress=update)
     finally:
         stop()
 
@@ -73,7 +79,8 @@ def cmd_explain(args) -> int:
                 print(format_tree(v.impl, features=args.features, costs=v.code_target.costs))
         return 0
     user, target, impl, search = _synthesize(args, header=False)
-    print(f"# {user}  (target {target.isa}, {search.visited:,} specs visited, {time.monotonic() - t0:.2f} s)")
+    took = f"{search.visited:,} specs visited, {time.monotonic() - t0:.2f} s"
+    print(f"# {user}  (target {target.isa}, {target.threads} threads, {took})")
     print(format_tree(impl, features=args.features, costs=target.costs))
     return 0
 
@@ -92,7 +99,7 @@ def cmd_db(args) -> int:
     path = db.resolve_path(args.db)
     if path is None:
         raise UserError("the synthesis database is disabled ('none'); name one with --db PATH")
-    target = get_target(args.isa)
+    target = get_target(args.isa, threads=args.threads)
     if args.action == "prune":
         print(db.prune(path, target))
         return 0
@@ -124,6 +131,7 @@ def _add_synth_options(p, header: bool) -> None:
         choices=ISAS,
         help="instruction set (default: this CPU's best; dispatch: one program per ISA level, chosen at run time)",
     )
+    _add_threads_option(p)
     p.add_argument(
         "--db",
         default=None,
@@ -133,6 +141,25 @@ def _add_synth_options(p, header: bool) -> None:
         p.add_argument("-o", "--output", help="header file to write (only if its bytes change)")
         p.add_argument("--name", default="kernel", help="C++ function name (default: kernel)")
         p.add_argument("--namespace", default="morello", help="C++ namespace (default: morello)")
+
+
+def _threads(text: str) -> int:
+    from morello_build.target import MAX_THREADS
+
+    if not text.isdigit() or not 1 <= int(text) <= MAX_THREADS:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a thread count from 1 to {MAX_THREADS}")
+    return int(text)
+
+
+def _add_threads_option(p) -> None:
+    p.add_argument(
+        "--threads",
+        type=_threads,
+        default=None,
+        metavar="N",
+        help="threads the program is synthesized for: its parallel loop's tasks are split over N "
+        "(default: the CPUs this process may run on); the DB keeps results per N",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -163,6 +190,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     d.add_argument("--db", default=None, help="database path (default: $MORELLO_DB, else the per-user cache)")
     d.add_argument("--isa", default="native", choices=TARGET_ISAS)
+    _add_threads_option(d)
     d.add_argument("--sample", type=int, default=20, help="entries re-derived by verify")
     d.set_defaults(func=cmd_db)
     v = sub.add_parser("vendor", help="copy generated headers and a manifest into a source tree")

@@ -42,6 +42,7 @@ class Kernel:
     isa: str
     header: str
     db: str | None = None
+    threads: int = 2  # resolved: what the program was synthesized for
 
     def manifest_entry(self, text: str, version: str) -> dict:
         return {
@@ -49,6 +50,7 @@ class Kernel:
             "namespace": self.namespace,
             "spec": self.spec,
             "isa": self.isa,
+            "threads": self.threads,
             "header": self.header,
             "generator_version": version,
             "sha256": sha256(text),
@@ -73,6 +75,16 @@ def resolve_isa(isa: str) -> str:
     return resolve_isa(isa)
 
 
+def resolve_threads(threads) -> int:
+    """The thread count recorded in the manifest: as given, else this machine's CPUs (target.get_target)."""
+    from morello_build.target import get_target
+
+    try:
+        return get_target("scalar", threads=threads).threads
+    except ValueError as e:
+        raise VendorError(str(e)) from None
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.description = "Write generated headers plus a manifest into a source tree, or check them (--check)."
     parser.add_argument("specs", nargs="*", metavar="SPEC", help="kernel specs (each becomes <name>.hpp)")
@@ -87,6 +99,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--namespace", default=None, help="C++ namespace (default: morello)")
     parser.add_argument("--isa", default=None, help="instruction set for SPEC arguments (default: native, resolved)")
     parser.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        metavar="N",
+        help="threads to synthesize for (default: the manifest's, else this machine's CPUs; recorded)",
+    )
+    parser.add_argument(
         "--db",
         default=None,
         help="synthesis database (default: $MORELLO_DB, else the per-user cache; 'none' disables it)",
@@ -99,9 +118,8 @@ def _kernels_from_args(args) -> list[Kernel]:
     out = []
     for spec in args.specs:
         name = args.name or default_name(spec)
-        out.append(
-            Kernel(name, args.namespace or "morello", spec, resolve_isa(args.isa or "native"), f"{name}.hpp", args.db)
-        )
+        isa, threads = resolve_isa(args.isa or "native"), resolve_threads(args.threads)
+        out.append(Kernel(name, args.namespace or "morello", spec, isa, f"{name}.hpp", args.db, threads))
     return out
 
 
@@ -130,6 +148,7 @@ def _kernels_from_manifest(path: Path, args) -> list[Kernel]:
                 isa=resolve_isa(e.get("isa") or args.isa or "native"),
                 header=e.get("header") or f"{name}.hpp",
                 db=e.get("db", args.db),
+                threads=resolve_threads(args.threads if args.threads is not None else e.get("threads")),
             )
         )
     return out
@@ -191,10 +210,9 @@ def run(args) -> int:
 
     entries, stale = [], []
     for i, k in enumerate(kernels, 1):
-        print(f"[{i}/{len(kernels)}] {k.namespace}::{k.name} ({k.isa}): {k.spec}", file=sys.stderr)
-        text = synthesize_header(
-            k.spec, isa=k.isa, name=k.name, namespace=k.namespace, db=resolve_path(k.db, warn=warn)
-        )
+        print(f"[{i}/{len(kernels)}] {k.namespace}::{k.name} ({k.isa}, {k.threads} threads): {k.spec}", file=sys.stderr)
+        db = resolve_path(k.db, warn=warn)
+        text = synthesize_header(k.spec, isa=k.isa, threads=k.threads, name=k.name, namespace=k.namespace, db=db)
         entries.append(k.manifest_entry(text, __version__))
         path = out / k.header
         if args.check:

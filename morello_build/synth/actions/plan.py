@@ -15,7 +15,7 @@ from morello_build.ir.spec import DType, Spec, operand_tiles
 class Plan:
     subspecs: tuple[Spec, ...]
     build: Callable[[tuple], object]
-    weights: tuple[float, ...] | None = None  # how often each sub-spec runs (per core), for bounds
+    weights: tuple[float, ...] | None = None  # how often each sub-spec runs (per thread), for bounds
     own_cost: float = 0.0  # the node's own features priced (cost.combine adds its children's), for bounds
 
     def lower_bound(self, bound: Callable[[Spec], float]) -> float:

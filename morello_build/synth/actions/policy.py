@@ -128,7 +128,7 @@ def enumerate_actions(spec: Spec, target):
         out_dims = (0, 1, 3)
         for tile in _tiles_one_dim(full, out_dims, {1: target.accumulator_rows}):
             yield Tile(tile)
-        if not op.serial and target.cores > 1:
+        if not op.serial and target.threads > 1:
             for tile in _parallel_tiles(full, out_dims):
                 yield Tile(tile, parallel=True)
         for tile in _tiles_one_dim(full, (2,)):  # peeled when the op does not accumulate

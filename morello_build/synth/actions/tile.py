@@ -86,7 +86,7 @@ class Tile:
         own = costmodel.loop_features(
             op, subspecs, counts, dims, self.tile, self.parallel, indexes_registers(op, dims), target
         )
-        weights = costmodel.loop_weights(counts, self.parallel, target.cores)
+        weights = costmodel.loop_weights(counts, self.parallel, target.threads, tuple(r[2] for r in regions))
         price = own.dot(target.costs)
 
         def build(bodies):

@@ -7,6 +7,8 @@
 #include "morello/gemv.hpp"
 #include "morello/small.hpp"
 
+static_assert(two::k::gemv_k_info::threads == 16, "THREADS 16 reached the generator");
+
 int main() {
   int status = 0;
   {

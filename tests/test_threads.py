@@ -1,0 +1,80 @@
+"""Threads as target data: the thread count a program is synthesized for (``Target.threads``), how the cost
+model prices a parallel loop over it (the busiest thread's tasks, largest tiles first) and its bounds."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from morello_build.ir.impl import Loop, walk
+from morello_build.ir.spec import parse_spec
+from morello_build.synth.cost import loop_weights, lower_bound
+from morello_build.synth.search import synthesize
+from morello_build.target import TARGETS, get_target, machine_threads
+
+
+def test_default_is_the_cpus_this_process_may_run_on():
+    assert get_target("avx2").threads == machine_threads() >= 1
+    assert get_target("avx2", threads=16).threads == 16 and get_target("avx2", threads=2) is TARGETS["avx2"]
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1025, 2.0, "4", True])
+def test_bad_thread_counts_are_one_line_errors(bad):
+    with pytest.raises(ValueError, match="^threads must be an integer from 1 to 1024"):
+        get_target("avx2", threads=bad)
+
+
+def test_busiest_thread_runs_ceil_tasks_over_threads():
+    assert loop_weights((16,), True, 16) == (1.0,)
+    assert loop_weights((32,), True, 16) == (2.0,)
+    assert loop_weights((17,), True, 16) == (2.0,)  # one thread runs two tasks: 17 cost as much as 32
+    assert loop_weights((4,), True, 16) == (1.0,)  # fewer tasks than threads: one each
+    assert loop_weights((8,), False, 16) == (8,)
+
+
+def test_ragged_tiles_do_not_dilute_the_imbalance():
+    """3 tiles of 8 rows and a remainder of 2 on 2 threads: the busiest thread runs two tasks, and they
+    may both be full tiles (the remainder does not make its share cheaper)."""
+    assert loop_weights((3, 1), True, 2, ((1, 8, 4, 4), (1, 2, 4, 4))) == (2.0, 0.0)
+    assert loop_weights((3, 1), True, 4, ((1, 8, 4, 4), (1, 2, 4, 4))) == (1.0, 0.0)
+    assert loop_weights((1, 3), True, 2, ((1, 2, 4, 4), (1, 8, 4, 4))) == (0.0, 2.0)  # order of regions: none
+    assert loop_weights((2, 2), True, 2, ((1, 8, 4, 4), (1, 4, 8, 4))) == (1.0, 1.0)  # equal volumes: shared
+
+
+def test_lower_bound_of_a_parallelizable_matmul_splits_over_the_threads():
+    spec = parse_spec("matmul 64x64x64").to_spec(TARGETS["avx2"].limits())
+    serial = parse_spec("matmul 64x64x64 serial").to_spec(TARGETS["avx2"].limits())
+    many = dataclasses.replace(TARGETS["avx2"], threads=16)
+    assert lower_bound(spec, many) == pytest.approx(lower_bound(spec, TARGETS["avx2"]) / 8)
+    assert lower_bound(serial, many) == lower_bound(serial, TARGETS["avx2"])
+
+
+def test_sixteen_threads_get_at_least_sixteen_tasks():
+    """A GEMV whose columns spread evenly gets a task per thread (2 tasks for 2 threads: the goldens)."""
+    target = get_target("avx2", threads=16)
+    impl, _ = synthesize(parse_spec("matmul 1x32x1024 b=f32:col").to_spec(target.limits()), target)
+    loop = next(x for x in walk(impl) if isinstance(x, Loop) and x.parallel)
+    assert sum(r.count for r in loop.regions) >= 16
+
+
+def test_cli_threads(capsys):
+    from morello_build.tools.cli import main
+
+    assert main(["explain", "matmul 2x2x2", "--isa", "scalar", "--threads", "16", "--db", "none"]) == 0
+    assert "(target scalar, 16 threads," in capsys.readouterr().out
+    with pytest.raises(SystemExit) as e:
+        main(["synth", "matmul 2x2x2", "--threads", "0"])
+    assert e.value.code == 2 and "--threads: '0' is not a thread count from 1 to 1024" in capsys.readouterr().err
+
+
+def test_python_api_threads(tmp_path, monkeypatch):
+    """threads= reaches the header, and pyapi's header cache keeps one entry per thread count."""
+    from morello_build.tools import api, pyapi
+
+    monkeypatch.setenv("MORELLO_CACHE_DIR", str(tmp_path))
+    assert "synthesized for 16 threads" in api.synthesize_header("matmul 2x2x2", isa="scalar", threads=16)
+    for n in (3, 5):
+        text = pyapi._synthesize("matmul 2x2x2", "scalar", n, None, "kernel", "morello")
+        assert f"static constexpr int threads = {n};" in text
+    assert len(list((tmp_path / "headers").iterdir())) == 2
