@@ -128,6 +128,7 @@ class Store:
             found = "no program" if impl is None else f"a program of another cost ({impl.cost:,.1f})"
             raise corrupt(self.path, f"decision {text!r} for {spec.describe()} replays to {found}")
         return impl
+
     def _ns_of(self, key: str) -> int:
         """The namespace of an op's key text: serial ops' (flags "<accum><serial>", 4th field) are shared."""
         return self.ns_serial if key.split("|", 4)[3][1] == "1" else self.ns
