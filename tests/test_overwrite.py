@@ -13,18 +13,20 @@ from morello_build.synth.overwrite import overwriting
 from morello_build.synth.search import Search
 from morello_build.target import TARGETS
 
+_SPECS = (
+    "matmul 7x13x19 serial",  # ragged everywhere
+    "matmul 1x1x1 serial",
+    "matmul 6x64x33 serial",
+    "matmul 2x37x24 b=bf16:col serial",
+    "matmul 3x4x5 batch=2 a=f32:col b=bf16 c=f32:col serial",
+)
+_SLOW = "matmul 30x40x50 a=bf16 b=bf16 c=bf16 serial"  # ~40 s per ISA: avx2 and the vdpbf16ps kernels only
 
-@pytest.mark.parametrize("isa", ["avx2", "avx512", "avx512_bf16"])
+
 @pytest.mark.parametrize(
-    "text",
-    [
-        "matmul 7x13x19 serial",  # ragged everywhere
-        "matmul 1x1x1 serial",
-        "matmul 6x64x33 serial",
-        pytest.param("matmul 30x40x50 a=bf16 b=bf16 c=bf16 serial", marks=pytest.mark.slow),  # ~20 s per ISA
-        "matmul 2x37x24 b=bf16:col serial",
-        "matmul 3x4x5 batch=2 a=f32:col b=bf16 c=f32:col serial",
-    ],
+    "text, isa",
+    [(t, isa) for t in _SPECS for isa in ("avx2", "avx512", "avx512_bf16")]
+    + [pytest.param(_SLOW, isa, marks=pytest.mark.slow) for isa in ("avx2", "avx512_bf16")],
 )
 def test_overwriting_program_ignores_the_old_output(text, isa):
     target = TARGETS[isa]

@@ -188,12 +188,15 @@ def cpu_flags() -> frozenset[str]:
 
 
 @cache
-def native_isa() -> str:
+def runnable_isas() -> tuple[str, ...]:
+    """The ISAs of TARGETS whose instructions this CPU has (by /proc/cpuinfo), in TARGETS order."""
     flags = {f.replace("avx512_bf16", "avx512bf16") for f in cpu_flags()}
-    for isa in ("avx512_bf16", "avx512", "avx2"):
-        if TARGETS[isa].features - {"highway"} <= flags:
-            return isa
-    return "scalar"
+    return tuple(isa for isa, t in TARGETS.items() if t.features - {"highway"} <= flags)
+
+
+@cache
+def native_isa() -> str:
+    return next((isa for isa in ("avx512_bf16", "avx512", "avx2") if isa in runnable_isas()), "scalar")
 
 
 MAX_THREADS = 1024
