@@ -1,10 +1,11 @@
 """cpp_tests/ under pytest: configure, build and run the ctest project that checks generated kernels.
 
 The project synthesizes a matrix of specs (f32/bf16, row/col, size 1, primes, non-multiples of the vector
-width, batch, accum, the flagship GEMV) for every ISA this CPU runs (of scalar, avx2, highway, avx512, avx512_bf16: the others are compiled by
-test_codegen and the other compile tests), compiles each header with -Wall -Wextra -Werror and
-compares every kernel with its reference loop (tolerances: cpp_tests/check.hpp); a subset runs under
-AddressSanitizer + UndefinedBehaviorSanitizer, and the parallel programs under ThreadSanitizer.
+width, batch, accum, the flagship GEMV) for every ISA this CPU runs (of scalar, avx2, highway, avx512,
+avx512_bf16: the others are compiled by test_codegen and the other compile tests), compiles each header
+with -Wall -Wextra -Werror and compares every kernel with its reference loop (tolerances:
+cpp_tests/check.hpp); a subset runs under AddressSanitizer + UndefinedBehaviorSanitizer, and the parallel
+programs under ThreadSanitizer.
 
 With clang++ installed, the main matrix is compiled and run again with it, from the same generated kernels.
 
