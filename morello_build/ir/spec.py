@@ -13,6 +13,7 @@ from functools import lru_cache
 from math import prod
 
 from morello_build.ir.dtypes import DType
+from morello_build.ir.epilogue import ACTIVATIONS, NO_EPILOGUE, Epilogue
 from morello_build.ir.layout import NAMED, Layout, col_major, row_major
 from morello_build.ir.levels import Level
 from morello_build.ir.machine import ALIAS_MAX, ALIAS_MIN, DEFAULT_LIMITS, L2_WAYS
@@ -144,13 +145,14 @@ def _defined_by(definition):
 @_defined_by(MATMUL)
 @dataclass(frozen=True, order=True)
 class Matmul:
-    """C (+)= A · B, batched over dim 0."""
+    """C (+)= A · B, batched over dim 0; with an epilogue, C = epilogue(A · B) (ir/epilogue.py)."""
 
     a: TensorSpec
     b: TensorSpec
     c: TensorSpec
     accum: bool = False
     serial: bool = False
+    epilogue: Epilogue = NO_EPILOGUE
 
     @property
     def operands(self) -> tuple[TensorSpec, ...]:
@@ -163,17 +165,19 @@ class Matmul:
         return (b, m, k, self.c.shape[2])
 
     def with_operands(self, ops, serial: bool | None = None) -> "Matmul":
-        return Matmul(ops[0], ops[1], ops[2], self.accum, self.serial if serial is None else serial)
+        return Matmul(ops[0], ops[1], ops[2], self.accum, self.serial if serial is None else serial, self.epilogue)
 
 
 @_defined_by(MOVE)
 @dataclass(frozen=True, order=True)
 class Move:
-    """Copy ``src`` into ``dst`` (same shape; the dtype may widen bf16 -> f32 or round f32 -> bf16)."""
+    """Copy ``src`` into ``dst`` (same shape; the dtype may widen bf16 -> f32 or round f32 -> bf16). With an
+    epilogue (the store of a matmul's accumulators into C), dst = epilogue(src)."""
 
     src: TensorSpec
     dst: TensorSpec
     serial: bool = False
+    epilogue: Epilogue = NO_EPILOGUE
 
     accum = False
 
@@ -186,7 +190,7 @@ class Move:
         return self.dst.shape
 
     def with_operands(self, ops, serial: bool | None = None) -> "Move":
-        return Move(ops[0], ops[1], self.serial if serial is None else serial)
+        return Move(ops[0], ops[1], self.serial if serial is None else serial, self.epilogue)
 
 
 @_defined_by(ZERO)
@@ -196,6 +200,7 @@ class Zero:
     serial: bool = False
 
     accum = False
+    epilogue = NO_EPILOGUE
 
     @property
     def operands(self) -> tuple[TensorSpec, ...]:
@@ -258,6 +263,7 @@ class Spec:
         op = self.op
         args = ", ".join(t.describe() for t in op.operands)
         flags = (" accum" if op.accum else "") + (" serial" if op.serial else "")
+        flags += f" [{op.epilogue.describe()}]" if op.epilogue else ""
         return f"{op.kind}({args}){flags}"
 
 
@@ -289,7 +295,11 @@ def _canonical_operand(t: TensorSpec, role: str) -> TensorSpec:
 # -- the spec string grammar (contract) -----------------------------------------------------------
 _LAYOUTS = {"row": row_major(), "col": col_major()}
 _DTYPES = {d.value: d for d in DType}
-ACCEPTED = "matmul MxKxN [a=DTYPE[:LAYOUT]] [b=DTYPE[:LAYOUT]] [c=DTYPE[:LAYOUT]] [batch=B] [accum] [serial]"
+ACCEPTED = (
+    "matmul MxKxN [a=DTYPE[:LAYOUT]] [b=DTYPE[:LAYOUT]] [c=DTYPE[:LAYOUT]] [batch=B] "
+    f"[scale] [colscale] [bias] [act={'|'.join(ACTIVATIONS)}] [residual] [accum] [serial]"
+)
+_EPILOGUE_FLAGS = ("scale", "colscale", "bias", "residual")
 
 
 @dataclass(frozen=True)
@@ -304,6 +314,7 @@ class UserSpec:
     batch: int = 1
     accum: bool = False
     serial: bool = False
+    epilogue: Epilogue = NO_EPILOGUE
 
     definition = MATMUL  # the grammar names matmuls only
 
@@ -320,7 +331,7 @@ class UserSpec:
             TensorSpec(shape, dt, _LAYOUTS[lay], alias=alias_stride(shape[1 if lay == "col" else 2] * dt.bytes))
             for shape, dt, lay in zip(shapes, self.dtypes, self.layouts)
         )
-        op = Matmul(*ops, accum=self.accum, serial=self.serial)
+        op = Matmul(*ops, accum=self.accum, serial=self.serial, epilogue=self.epilogue)
         return canonicalize(Spec(op, limits) if limits else Spec(op))
 
     def __str__(self) -> str:
@@ -351,7 +362,7 @@ def parse_spec(text: str) -> UserSpec:
         raise _bad(tokens[1], "expected a shape MxKxN (three sizes separated by the letter x)")
     m, k, n = (_positive_int(tokens[1], d) for d in dims)
     dtypes, layouts = [DType.F32] * 3, ["row"] * 3
-    batch, accum, serial, seen = 1, False, False, set()
+    batch, accum, serial, seen, epi = 1, False, False, set(), {}
     for tok in tokens[2:]:
         key = tok.split("=", 1)[0]
         if key in seen:
@@ -361,6 +372,10 @@ def parse_spec(text: str) -> UserSpec:
             accum = True
         elif tok == "serial":
             serial = True
+        elif tok in _EPILOGUE_FLAGS:
+            epi[tok] = True
+        elif key == "act" and "=" in tok:
+            epi["act"] = _activation(tok)
         elif key == "batch" and "=" in tok:
             batch = _positive_int(tok, tok.split("=", 1)[1])
         elif key in ("a", "b", "c") and "=" in tok:
@@ -373,10 +388,22 @@ def parse_spec(text: str) -> UserSpec:
             dtypes[i], layouts[i] = _DTYPES[dt], lay if colon else "row"
         else:
             raise _bad(tok, "unknown option")
-    user = UserSpec(m, k, n, tuple(dtypes), tuple(layouts), batch, accum, serial)
+    epilogue = Epilogue(**epi)
+    if epilogue and accum:
+        raise _bad("accum", "an epilogue overwrites C (pass the old C as the residual instead)")
+    if epilogue and layouts[2] != "row":
+        raise _bad(f"c={dtypes[2].value}:{layouts[2]}", "an epilogue needs C row-major")
+    user = UserSpec(m, k, n, tuple(dtypes), tuple(layouts), batch, accum, serial, epilogue)
     if why := operand_bytes_problem(user.operand_shapes(), dtypes):
         raise SpecError(f"spec '{' '.join(tokens)}' is too large: {why}")
     return user
+
+
+def _activation(tok: str) -> str:
+    name = tok.split("=", 1)[1]
+    if name not in ACTIVATIONS:
+        raise _bad(tok, f"unknown activation '{name}' (accepted: {', '.join(ACTIVATIONS)})")
+    return name
 
 
 def format_spec(u: UserSpec) -> str:
@@ -387,6 +414,8 @@ def format_spec(u: UserSpec) -> str:
             parts.append(f"{name}={dt.value}" + (f":{lay}" if lay != "row" else ""))
     if u.batch != 1:
         parts.append(f"batch={u.batch}")
+    if u.epilogue:
+        parts.append(u.epilogue.describe())
     if u.accum:
         parts.append("accum")
     if u.serial:
