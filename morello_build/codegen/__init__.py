@@ -25,9 +25,10 @@ from pathlib import Path
 from morello_build import __version__
 from morello_build.codegen.lower import CodegenError, lower
 from morello_build.ir.epilogue import TERMS
+from morello_build.ir.grammar import UserSpec, format_spec
 from morello_build.ir.impl import Loop, format_tree, walk
 from morello_build.ir.layout import NAMED
-from morello_build.ir.spec import DType, UserSpec, format_spec
+from morello_build.ir.spec import DType
 from morello_build.target import TARGETS
 
 __all__ = [
