@@ -47,6 +47,18 @@ class Param:
         return "out" if self.role == _OUTPUT else self.name
 
 
+def _layouts(spec: str) -> tuple[str, ...]:
+    """The layout of each op operand: the spec's a=/b=/c= (one token may describe several operands, as
+    b= describes b1 and b2: then by the operand name's first letter)."""
+    from morello_build.ir.spec import parse_spec
+
+    user = parse_spec(spec)
+    names = user.definition.operand_names
+    if len(user.layouts) == len(names):
+        return tuple(user.layouts)
+    return tuple(user.layouts["abc".index(n[0])] for n in names)
+
+
 def _stored_shapes(spec: str) -> tuple[dict[str, tuple[int, ...]], dict[str, int], tuple[int, ...]]:
     """(numpy shape of each op operand as stored, the iteration extents by name, C's row-major shape)."""
     from morello_build.ir.spec import parse_spec
@@ -57,7 +69,7 @@ def _stored_shapes(spec: str) -> tuple[dict[str, tuple[int, ...]], dict[str, int
     lead = lambda s: s if dims.get("batch", 1) > 1 else s[1:]  # noqa: E731 (a leading batch dim if any)
     shapes = {
         name: lead(s if lay == "row" else (s[0], s[2], s[1]))
-        for name, lay, s in zip(op.operand_names, user.layouts, user.operand_shapes())
+        for name, lay, s in zip(op.operand_names, _layouts(spec), user.operand_shapes())
     }
     c = user.operand_shapes()[op.outputs[0]]
     return shapes, dims, lead(c)
@@ -92,8 +104,6 @@ class Kernel:
     """
 
     def __init__(self, module, index: int, header_path: Path, extension_path: Path):
-        from morello_build.ir.spec import parse_spec
-
         info = module.info(index)
         self._module, self._index, self._call = module, index, module.call
         self.name: str = info["name"]
@@ -106,7 +116,7 @@ class Kernel:
         self.params: tuple[Param, ...] = _params(info)
         operands = [p for p in self.params if not p.term]
         self.dtypes: tuple[str, ...] = tuple(p.dtype for p in operands)
-        self.layouts: tuple[str, ...] = tuple(parse_spec(self.spec).layouts)
+        self.layouts: tuple[str, ...] = _layouts(self.spec)
         self.shapes = tuple(p.shape for p in operands)
         self.terms: tuple[str, ...] = tuple(p.name for p in self.params if p.term)
         self.header_path = Path(header_path)
