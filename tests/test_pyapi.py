@@ -79,6 +79,7 @@ EPILOGUE_SPECS = [
     "matmul 4x64x20 scale colscale bias act=gelu residual",  # every term
     "matmul 1x37x19 b=bf16:col c=bf16 bias act=silu",  # GEMV, bf16 output, odd N
     "matmul 2x5x3 a=bf16:col batch=2 colscale act=relu residual",  # batch: residual (2, 2, 3)
+    "gated 2x40x13 b=bf16:col bias act=silu",  # the gated pair: f(a, b1, b2, bias1=, bias2=)
 ]
 
 
@@ -254,7 +255,23 @@ def check_epilogue_against_numpy(f: pyapi.Kernel, a, b, terms, got) -> None:
     assert not bad.any(), f"{f.spec}: {bad.sum()} of {bad.size} outputs off; worst error {err.max():.3g}"
 
 
-@pytest.mark.parametrize("spec", EPILOGUE_SPECS)
+def test_gated_pair_matches_numpy(kernels):
+    f = _kernel(kernels, "gated 2x40x13 b=bf16:col bias act=silu")
+    assert [p.name for p in f.params] == ["a", "b1", "b2", "c", "bias1", "bias2"]
+    rng = np.random.default_rng(15)
+    a = rng.uniform(-1, 1, (2, 40)).astype(np.float32)
+    b1, b2 = (rng.uniform(-1, 1, (13, 40)).astype(ml_dtypes.bfloat16) for _ in range(2))  # N×K: col
+    terms = {t: rng.uniform(-1, 1, 13).astype(np.float32) for t in ("bias1", "bias2")}
+    g = a.astype(np.float64) @ b1.astype(np.float64).T + terms["bias1"]
+    u = a.astype(np.float64) @ b2.astype(np.float64).T + terms["bias2"]
+    want = g / (1 + np.exp(-g)) * u
+    tol = 4 * 42 * 2.0**-24 * np.abs(a) @ (np.abs(b1.astype(np.float64)) + np.abs(b2.astype(np.float64))).T
+    np.testing.assert_array_less(np.abs(f(a, b1, b2, **terms) - want), 2 * tol * (np.abs(u) + np.abs(g) + 2) + 1e-6)
+    with pytest.raises(TypeError, match=r"^bias2: required argument missing"):
+        f(a, b1, b2, bias1=terms["bias1"])
+
+
+@pytest.mark.parametrize("spec", [s for s in EPILOGUE_SPECS if s.startswith("matmul")])
 def test_epilogue_terms_match_numpy(kernels, spec):
     f = _kernel(kernels, spec)
     a, b, _ = f.random_inputs(rng=11)
