@@ -246,3 +246,17 @@ def test_compiled_kernels_match_numpy_on_every_runnable_isa(tmp_path):
         dt = np.float32 if user.dtypes[2].value == "f32" else ml_dtypes.bfloat16
         got = np.frombuffer((tmp_path / f"k{i}_out").read_bytes(), dtype=dt)
         _check(user, arrays, extras, got)
+
+
+def test_the_db_keys_epilogues_and_replays_them(tmp_path):
+    """A stored epilogue or gated program is found again (not another spec's: the epilogue is in the key) and
+    gives the same header; plain and epilogue specs of one shape get their own programs."""
+    from morello_build.tools.api import synthesize_header
+
+    db = str(tmp_path / "synth.db")
+    specs = ("gated 1x40x12 b=bf16:col bias", "matmul 1x40x12 b=bf16:col bias act=silu", "matmul 1x40x12 b=bf16:col")
+    first = [synthesize_header(s, isa="avx2", threads=2, db=db) for s in specs]
+    again = [synthesize_header(s, isa="avx2", threads=2, db=db) for s in specs]
+    assert first == again and len(set(first)) == 3
+    assert "vgate" in first[0] or "sgate" in first[0]
+    assert first[1].count("silu(") > first[2].count("silu(")  # the store calls it
