@@ -123,3 +123,19 @@ def test_synthesis_fingerprint_covers_what_the_search_imports():
     used = _reachable(graph, "morello_build.synth.search") | _reachable(graph, "morello_build.db.store")
     exempt = {PKG, "morello_build.fingerprint"}  # __version__ is part of the DB namespace already
     assert used - hashed - exempt == set()
+
+
+def test_the_generator_runs_without_numpy():
+    """numpy is a test and Python-API dependency only (pyproject): synthesis and codegen, epilogues and
+    the gated pair included, must not import it (a plain `pip install` has no numpy)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; sys.modules['numpy'] = None\n"  # any import of numpy now fails
+        "from morello_build.tools.api import synthesize_header\n"
+        "for s in ('gated 1x16x8 b=bf16:col bias act=silu', 'matmul 2x8x4 scale bias act=gelu residual'):\n"
+        "    assert 'Spec:' in synthesize_header(s, isa='avx2', threads=1)\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr

@@ -26,16 +26,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-import numpy as np
-
 # 2*sqrt(2/pi): gelu's tanh approximation 0.5x(1 + tanh(u)), u = sqrt(2/pi)(x + 0.044715x^3), is
 # x * sigmoid(2u), which needs no 1 - 1 cancellation for large negative x.
 GELU_C = 1.5957691216057308
 GELU_CUBE = 0.044715
 
 
+# numpy is imported where the semantics run (interpreter, tests, Python API): the generator itself must not
+# need it (a plain `pip install` has no numpy).
+def _np():
+    import numpy
+
+    return numpy
+
+
 def _sigmoid(z):
-    return 0.5 * (1.0 + np.tanh(0.5 * z))  # exact in float64, no overflow warnings
+    return 0.5 * (1.0 + _np().tanh(0.5 * z))  # exact in float64, no overflow warnings
 
 
 @dataclass(frozen=True)
@@ -52,7 +58,7 @@ class Activation:
 ACTIVATIONS = {
     a.name: a
     for a in (
-        Activation("relu", lambda x: np.maximum(x, 0.0), "({y} > 0.0f ? {y} : 0.0f)", "relu", 1, 1.0, "max(x, 0)"),
+        Activation("relu", lambda x: _np().maximum(x, 0.0), "({y} > 0.0f ? {y} : 0.0f)", "relu", 1, 1.0, "max(x, 0)"),
         Activation(
             "gelu",
             lambda x: x * _sigmoid(GELU_C * (x + GELU_CUBE * x**3)),
@@ -114,17 +120,19 @@ class Epilogue:
         act = next((w.split("=", 1)[1] for w in words if w.startswith("act=")), "")
         return cls(*(t in words for t in ("scale", "colscale", "bias")), act, "residual" in words, pair)
 
-    def apply_pair(self, acc1: np.ndarray, acc2: np.ndarray, extras: dict) -> np.ndarray:
+    def apply_pair(self, acc1, acc2, extras: dict):
         """The gated pair's epilogue in float64 (``extras`` as for ``apply``)."""
+        np = _np()
         g, u = np.asarray(acc1, dtype=np.float64), np.asarray(acc2, dtype=np.float64)
         if self.bias:
             g = g + np.asarray(extras["bias1"], dtype=np.float64)
             u = u + np.asarray(extras["bias2"], dtype=np.float64)
         return ACTIVATIONS[self.act].numpy(g) * u
 
-    def apply(self, acc: np.ndarray, extras: dict) -> np.ndarray:
+    def apply(self, acc, extras: dict):
         """The epilogue in float64 on ``acc``; ``extras`` maps each tensor term to an array broadcast to
         ``acc``'s shape (or a scalar)."""
+        np = _np()
         y = np.asarray(acc, dtype=np.float64)
         if self.scale:
             y = y * np.float64(extras["scale"])
