@@ -22,7 +22,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # the morello_build package of this checkout, when not installed
 
 from morello_build.codegen import emit_header  # noqa: E402
-from morello_build.ir.spec import parse_spec  # noqa: E402
+from morello_build.ir.grammar import parse_spec  # noqa: E402
 from morello_build.synth.search import NoProgram, Search  # noqa: E402
 from morello_build.target import get_target  # noqa: E402
 from morello_build.tools.api import search_isa as same_program_isa  # noqa: E402

@@ -18,7 +18,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from morello_build.ir.spec import parse_spec
+from morello_build.ir.grammar import parse_spec
 from morello_build.target import native_isa
 from morello_build.tools import api
 

@@ -11,18 +11,9 @@ import re
 
 import pytest
 
+from morello_build.ir.grammar import parse_spec
 from morello_build.ir.impl import MoveImpl, walk
-from morello_build.ir.spec import (
-    ALIAS_MAX,
-    Level,
-    Matmul,
-    MemoryLimits,
-    Move,
-    Spec,
-    alias_stride,
-    canonicalize,
-    parse_spec,
-)
+from morello_build.ir.spec import ALIAS_MAX, Level, Matmul, MemoryLimits, Move, Spec, alias_stride, canonicalize
 from morello_build.synth.cost import (
     l2_evicts,
     l2_reuse_lines,

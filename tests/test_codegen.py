@@ -23,8 +23,9 @@ from morello_build import __version__
 from morello_build.check.testing import check_headers, cxx
 from morello_build.codegen import emit_header
 from morello_build.ir.affine import Affine, layout_offset
+from morello_build.ir.grammar import parse_spec
 from morello_build.ir.layout import col_major, interleaved, packed, row_major
-from morello_build.ir.spec import DType, Level, parse_spec
+from morello_build.ir.spec import DType, Level
 from morello_build.synth.actions import MoveOperand, Select, Tile, ToAccum
 from morello_build.synth.search import Search
 from morello_build.target import cpu_flags, get_target

@@ -9,18 +9,10 @@ from dataclasses import fields
 
 import pytest
 
+from morello_build.ir.grammar import parse_spec
 from morello_build.ir.impl import format_tree, walk
 from morello_build.ir.layout import packed, row_major
-from morello_build.ir.spec import (
-    DType,
-    Level,
-    Matmul,
-    Move,
-    Spec,
-    TensorSpec,
-    canonicalize,
-    parse_spec,
-)
+from morello_build.ir.spec import DType, Level, Matmul, Move, Spec, TensorSpec, canonicalize
 from morello_build.synth import cost
 from morello_build.synth.actions import Tile, indexes_registers, loop_regions, tile_op
 from morello_build.synth.cost import (

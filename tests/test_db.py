@@ -16,7 +16,7 @@ from morello_build import db
 from morello_build.db import encode
 from morello_build.db.boxes import merge_boxes
 from morello_build.db.store import Store
-from morello_build.ir.spec import parse_spec
+from morello_build.ir.grammar import parse_spec
 from morello_build.synth.search import Search, synthesize
 from morello_build.target import get_target
 

@@ -15,7 +15,7 @@ import subprocess
 import pytest
 
 from morello_build.check.testing import CHECK_DIR, cxx
-from morello_build.ir.spec import parse_spec
+from morello_build.ir.grammar import parse_spec
 from morello_build.target import DISPATCH_LEVELS, native_isa
 from morello_build.tools import api, cli
 

@@ -22,7 +22,8 @@ from hypothesis import strategies as st  # noqa: E402
 
 from morello_build.check.testing import check_headers, cxx  # noqa: E402
 from morello_build.codegen import emit_header  # noqa: E402
-from morello_build.ir.spec import DType, UserSpec, format_spec  # noqa: E402
+from morello_build.ir.grammar import UserSpec, format_spec  # noqa: E402
+from morello_build.ir.spec import DType  # noqa: E402
 from morello_build.synth.search import Search  # noqa: E402
 from morello_build.target import cpu_flags, get_target  # noqa: E402
 

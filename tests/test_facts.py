@@ -8,19 +8,10 @@ import numpy as np
 import pytest
 
 from morello_build.ir import machine
+from morello_build.ir.grammar import UserSpec, parse_spec
 from morello_build.ir.levels import Alloc
 from morello_build.ir.ops import MATMUL, MOVE, OPS, ZERO
-from morello_build.ir.spec import (
-    LIMITED_LEVELS,
-    Level,
-    Matmul,
-    MemoryLimits,
-    Move,
-    Spec,
-    UserSpec,
-    Zero,
-    parse_spec,
-)
+from morello_build.ir.spec import LIMITED_LEVELS, Level, Matmul, MemoryLimits, Move, Spec, Zero
 from morello_build.target import TARGETS, Target
 
 

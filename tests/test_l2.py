@@ -9,17 +9,10 @@ import re
 
 import pytest
 
+from morello_build.ir.grammar import parse_spec
 from morello_build.ir.impl import MoveImpl, walk
 from morello_build.ir.layout import packed, row_major
-from morello_build.ir.spec import (
-    DType,
-    Level,
-    Matmul,
-    MemoryLimits,
-    Spec,
-    TensorSpec,
-    parse_spec,
-)
+from morello_build.ir.spec import DType, Level, Matmul, MemoryLimits, Spec, TensorSpec
 from morello_build.synth.cost import Features, lines_read, view_features
 from morello_build.synth.search import Search
 from morello_build.target import TARGETS

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from morello_build.check.interpret import interpret, reference
+from morello_build.ir.grammar import parse_spec
 from morello_build.ir.impl import Kernel, Loop, format_tree, walk
-from morello_build.ir.spec import parse_spec
 from morello_build.synth.overwrite import overwriting
 from morello_build.synth.search import Search
 from morello_build.target import TARGETS

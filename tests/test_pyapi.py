@@ -76,14 +76,14 @@ ALL_SPECS = COMBO_SPECS + AWKWARD_SPECS
 @pytest.fixture(scope="session")
 def kernels(pyapi_cache_dir):
     """spec -> Kernel, all built in one extension (one compile, one link)."""
-    from morello_build.ir.spec import format_spec, parse_spec
+    from morello_build.ir.grammar import format_spec, parse_spec
 
     ks = pyapi.compile_kernels(ALL_SPECS)
     return {format_spec(parse_spec(s)): k for s, k in zip(ALL_SPECS, ks)}
 
 
 def _kernel(kernels, spec):
-    from morello_build.ir.spec import format_spec, parse_spec
+    from morello_build.ir.grammar import format_spec, parse_spec
 
     return kernels[format_spec(parse_spec(spec))]
 
@@ -221,7 +221,7 @@ def test_out_must_not_overlap(kernels):
 
 
 def test_bad_spec_is_a_spec_error():
-    from morello_build.ir.spec import SpecError
+    from morello_build.ir.grammar import SpecError
 
     with pytest.raises(SpecError, match="bad spec token 'q=f32'"):
         pyapi.compile_kernel("matmul 2x2x2 q=f32")

@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 
 from morello_build.check.interpret import interpret, reference
+from morello_build.ir.grammar import UserSpec
 from morello_build.ir.impl import Accum, Kernel, Loop, MoveImpl, format_tree
-from morello_build.ir.spec import Level, MemoryLimits, UserSpec
+from morello_build.ir.spec import Level, MemoryLimits
 from morello_build.synth import schedule as S
 from morello_build.synth.search import NoProgram
 from morello_build.target import TARGETS

@@ -13,8 +13,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from morello_build.check.interpret import interpret, reference
+from morello_build.ir.grammar import UserSpec
 from morello_build.ir.impl import Kernel, format_tree, walk
-from morello_build.ir.spec import DType, MemoryLimits, UserSpec, canonicalize
+from morello_build.ir.spec import DType, MemoryLimits, canonicalize
 from morello_build.synth.actions import Plan, enumerate_actions
 from morello_build.synth.cost import better
 from morello_build.synth.search import NoProgram, Search, synthesize
@@ -100,7 +101,7 @@ def test_synthesized_program_computes_spec(user, isa, seed):
     ],
 )
 def test_known_specs_compute(text, isa):
-    from morello_build.ir.spec import parse_spec
+    from morello_build.ir.grammar import parse_spec
 
     target = TARGETS[isa]
     impl = shared_search(isa).best(parse_spec(text).to_spec(target.limits()))
@@ -140,7 +141,7 @@ def test_more_memory_never_worse(user, isa, small, extra):
 # -- determinism ---------------------------------------------------------------------------------------
 @pytest.mark.parametrize("text", ["matmul 5x7x9 b=bf16:col", "matmul 6x6x6 batch=2 accum"])
 def test_deterministic(text):
-    from morello_build.ir.spec import parse_spec
+    from morello_build.ir.grammar import parse_spec
 
     target = TARGETS["avx512"]
     spec = parse_spec(text).to_spec(target.limits())
@@ -195,7 +196,7 @@ TINY_CASES = [
 
 @pytest.mark.parametrize("text,isa,limits", TINY_CASES)
 def test_dp_equals_exhaustive(text, isa, limits):
-    from morello_build.ir.spec import parse_spec
+    from morello_build.ir.grammar import parse_spec
 
     target = dataclasses.replace(TARGETS[isa], threads=2)
     spec = parse_spec(text).to_spec(limits)
@@ -278,7 +279,8 @@ def test_warm_memo_equals_cold(user, isa, queries):
 @pytest.mark.parametrize("isa", ["scalar", "avx2", "avx512_bf16"])
 def test_lower_bound_never_exceeds_the_optimum(isa):
     """Pruning is only sound if the bound is below the best cost of every spec the search solves."""
-    from morello_build.ir.spec import Spec, parse_spec
+    from morello_build.ir.grammar import parse_spec
+    from morello_build.ir.spec import Spec
     from morello_build.synth.cost import lower_bound
 
     target = TARGETS[isa]
@@ -298,7 +300,8 @@ def test_lower_bound_never_exceeds_the_optimum(isa):
 def test_l2_reuse_credit_counts_operands_the_loop_does_not_index():
     """A loop over n re-reads the same A block every trip: from L2 after the first when the body's
     main-memory data fits there, and not when it does not."""
-    from morello_build.ir.spec import Spec, canonicalize, operand_tiles, parse_spec
+    from morello_build.ir.grammar import parse_spec
+    from morello_build.ir.spec import Spec, canonicalize, operand_tiles
     from morello_build.synth.actions import Tile
     from morello_build.synth.cost import l2_reuse_lines
 
@@ -347,7 +350,8 @@ def test_gemv_weights_in_main_memory_are_read_one_column_at_a_time(text):
     """Interleaved main-memory streams cost more than one sequential stream (the prefetchers follow one:
     the flagship ran at 0.59 of a read sweep with 4 columns side by side, 0.93 with one), so the dot
     kernels read one B column at a time, and a cache view of several columns does not dodge that cost."""
-    from morello_build.ir.spec import Level, parse_spec
+    from morello_build.ir.grammar import parse_spec
+    from morello_build.ir.spec import Level
     from morello_build.synth.actions import MoveOperand
     from morello_build.target.kernels import BY_NAME
 
@@ -375,8 +379,9 @@ def test_gemv_weights_stored_k_by_n_are_read_in_page_long_row_runs(text):
     a page each wait for DRAM (a 256-column C tile in registers over all of k read 512-byte runs: 0.25 of
     a read sweep). The search reads several rows side by side in long runs instead, with C in memory; GEMM
     operands, which the caches keep after the first reads, pay nothing."""
+    from morello_build.ir.grammar import parse_spec
     from morello_build.ir.impl import Loop
-    from morello_build.ir.spec import Level, operand_tiles, parse_spec
+    from morello_build.ir.spec import Level, operand_tiles
     from morello_build.synth.cost import short_runs
 
     target, k = TARGETS["avx512_bf16"], 2
@@ -406,7 +411,7 @@ def test_bf16_output_in_memory_is_never_split_along_k():
     """Each slice of a k split would round C's partial sums to bf16 (64x4096x64 in bf16 was split in 16
     slices): the reduction must accumulate in f32 registers and round once. With C in registers, or an
     f32 C, the split is fine."""
-    from morello_build.ir.spec import parse_spec
+    from morello_build.ir.grammar import parse_spec
     from morello_build.synth import schedule as S
     from morello_build.synth.actions import Tile
 

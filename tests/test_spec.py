@@ -9,20 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from morello_build.ir.grammar import SpecError, UserSpec, format_spec, parse_spec
 from morello_build.ir.layout import col_major, interleaved, packed, row_major
-from morello_build.ir.spec import (
-    DType,
-    Level,
-    Matmul,
-    MemoryLimits,
-    Spec,
-    SpecError,
-    TensorSpec,
-    UserSpec,
-    canonicalize,
-    format_spec,
-    parse_spec,
-)
+from morello_build.ir.spec import DType, Level, Matmul, MemoryLimits, Spec, TensorSpec, canonicalize
 
 user_specs = st.builds(
     UserSpec,

@@ -7,8 +7,8 @@ import dataclasses
 
 import pytest
 
+from morello_build.ir.grammar import parse_spec
 from morello_build.ir.impl import Loop, walk
-from morello_build.ir.spec import parse_spec
 from morello_build.synth.cost import loop_weights, lower_bound
 from morello_build.synth.search import synthesize
 from morello_build.target import TARGETS, get_target, machine_threads

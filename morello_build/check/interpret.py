@@ -17,6 +17,9 @@ The semantics are applied exactly, node by node:
 
 Inputs are passed down as read-only views, so a program that writes an input raises. At every node the
 arrays must have the shapes and dtypes of the node's spec.
+
+An epilogue's tensors (``extras``: each term's array broadcast to C's shape) follow C's tile through
+loops and moves down to the store that applies them (ir/epilogue.py).
 """
 
 from __future__ import annotations
@@ -63,18 +66,21 @@ def _check(spec: Spec, arrays) -> None:
             raise InterpretError(f"{spec.describe()}: operand {name} has dtype {x.dtype}, spec says {t.dtype.value}")
 
 
-def execute(impl, arrays: list[np.ndarray]) -> None:
-    """Run ``impl`` on ``arrays`` (one per operand of its spec, in order), writing outputs in place."""
+def execute(impl, arrays: list[np.ndarray], extras: dict | None = None) -> None:
+    """Run ``impl`` on ``arrays`` (one per operand of its spec, in order), writing outputs in place;
+    ``extras``: the epilogue's tensors at the output's tile, when the spec has an epilogue."""
     spec = impl.spec
     _check(spec, arrays)
     op = spec.op
+    if bool(op.epilogue) != (extras is not None):
+        raise InterpretError(f"{spec.describe()}: epilogue tensors {'missing' if extras is None else 'given'}")
     arrays = [x if i in op.outputs else _readonly(x) for i, x in enumerate(arrays)]
     if isinstance(impl, Kernel):
-        _kernel(impl, arrays)
+        _kernel(impl, arrays, extras)
     elif isinstance(impl, Loop):
-        _loop(impl, arrays)
+        _loop(impl, arrays, extras)
     elif isinstance(impl, MoveImpl):
-        _move(impl, arrays)
+        _move(impl, arrays, extras)
     elif isinstance(impl, Accum):
         if not op.definition.reduction_dims or op.accum:
             raise InterpretError(f"to_accum on {spec.describe()}")
@@ -84,12 +90,14 @@ def execute(impl, arrays: list[np.ndarray]) -> None:
         raise InterpretError(f"unknown Impl node {type(impl).__name__}")
 
 
-def _kernel(impl: Kernel, arrays) -> None:
+def _kernel(impl: Kernel, arrays, extras) -> None:
     op = impl.spec.op
     k = BY_NAME.get(impl.name)
-    if k is None or k.kind != op.kind:
-        raise InterpretError(f"kernel {impl.name} does not implement a {op.kind}")
+    if k is None or k.kind != op.kind or (op.epilogue and not k.epilogue):
+        raise InterpretError(f"kernel {impl.name} does not implement a {op.describe() if op.epilogue else op.kind}")
     for i, value in zip(op.outputs, op.definition.evaluate(op, arrays, np.float32)):
+        if op.epilogue:
+            value = op.epilogue.apply(value, extras).astype(np.float32)
         arrays[i][...] = value.astype(arrays[i].dtype)
 
 
@@ -112,8 +120,9 @@ def tile_origins(loop: Loop, region) -> list[tuple[int, ...]]:
     return origins
 
 
-def _loop(impl: Loop, arrays) -> None:
+def _loop(impl: Loop, arrays, extras) -> None:
     op = impl.spec.op
+    out_dims = op.operand_iter_dims[op.outputs[0]]
     for region in impl.regions:
         if len(region.remainder) != len(impl.dims):
             raise InterpretError(f"{impl.label()}: region flags {region.remainder} for dims {impl.dims}")
@@ -125,10 +134,11 @@ def _loop(impl: Loop, arrays) -> None:
             for x, dims in zip(arrays, op.operand_iter_dims):
                 idx = tuple(slice(o[j], o[j] + region.shape[j]) for j in dims)
                 views.append(x[idx])
-            execute(region.body, views)
+            out_idx = tuple(slice(o[j], o[j] + region.shape[j]) for j in out_dims)
+            execute(region.body, views, extras and {k: x[out_idx] for k, x in extras.items()})
 
 
-def _move(impl: MoveImpl, arrays) -> None:
+def _move(impl: MoveImpl, arrays, extras) -> None:
     op = impl.spec.op
     i = impl.operand
     t = arrays[i]
@@ -137,7 +147,7 @@ def _move(impl: MoveImpl, arrays) -> None:
     if impl.view:
         if impl.buffer.dtype != op.operands[i].dtype or impl.load or impl.store:
             raise InterpretError(f"{impl.label()}: a view must keep the dtype and copy nothing")
-        execute(impl.body, arrays)
+        execute(impl.body, arrays, extras)
         return
     buf = np.full(t.shape, np.nan, dtype=np_dtype(impl.buffer.dtype))
     is_output = i in op.outputs
@@ -147,16 +157,28 @@ def _move(impl: MoveImpl, arrays) -> None:
         raise InterpretError(f"{impl.label()}: the operand's values are needed but never loaded")
     inner = list(arrays)
     inner[i] = buf if is_output else _readonly(buf)
-    execute(impl.body, inner)
+    execute(impl.body, inner, None if is_output else extras)  # the store applies the epilogue
     if impl.store is not None:
-        execute(impl.store, [_readonly(buf), t])
+        execute(impl.store, [_readonly(buf), t], extras)
     elif is_output:
         raise InterpretError(f"{impl.label()}: an output moved to a new buffer is never stored back")
 
 
-def interpret(impl, *arrays) -> np.ndarray:
+def broadcast_extras(op, extras: dict | None) -> dict | None:
+    """The epilogue's tensors (user-level: scale a number, colscale and bias N values, residual (B,)M,N)
+    as read-only f32 arrays of C's shape."""
+    if not op.epilogue:
+        return None
+    shape = op.operands[op.outputs[0]].shape
+    missing = [t for t in op.epilogue.tensors if t not in (extras or {})]
+    if missing:
+        raise ValueError(f"{op.kind}: epilogue tensor(s) {', '.join(missing)} needed")
+    return {t: np.broadcast_to(np.asarray(extras[t], dtype=np.float32), shape) for t in op.epilogue.tensors}
+
+
+def interpret(impl, *arrays, extras: dict | None = None) -> np.ndarray:
     """Run a program on its user-level operands (a matmul: A (B,M,K), B (B,K,N) and, for accumulating
-    specs, the initial C (B,M,N)).
+    specs, the initial C (B,M,N)); ``extras``: the epilogue's tensors by term name (broadcast_extras).
 
     Arrays are converted to the spec's dtypes first (2-D arrays get a batch of 1). Returns the new (first)
     output in its dtype. Outputs of non-accumulating specs start as NaN, so unwritten elements show.
@@ -181,15 +203,17 @@ def interpret(impl, *arrays) -> np.ndarray:
             )
         else:
             inputs.append(prep(x, t))
-    execute(impl, inputs)
+    execute(impl, inputs, broadcast_extras(op, extras))
     return inputs[op.outputs[0]]
 
 
-def reference(spec: Spec, *arrays) -> np.ndarray:
+def reference(spec: Spec, *arrays, extras: dict | None = None) -> np.ndarray:
     """The spec's (first) output from its operands (a matmul: ``A @ B (+ C)``), by the op's semantics in
     float64 from the spec-dtype inputs, rounded to the output's dtype."""
     op = spec.op
     given = arrays + (None,) * (len(op.operands) - len(arrays))
     xs = [None if x is None else convert(np.asarray(x), t.dtype) for x, t in zip(given, op.operands)]
     out = op.definition.evaluate(op, xs, np.float64)[0]
+    if op.epilogue:
+        out = op.epilogue.apply(out, broadcast_extras(op, extras))
     return out.astype(np.float32).astype(np_dtype(op.operands[op.outputs[0]].dtype))

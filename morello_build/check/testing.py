@@ -11,7 +11,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from morello_build.ir.spec import parse_spec
+from morello_build.ir.grammar import parse_spec
 
 CHECK_DIR = Path(__file__).resolve().parents[2] / "cpp_tests"  # a source checkout's cpp_tests/
 

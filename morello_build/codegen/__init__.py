@@ -19,13 +19,16 @@ import hashlib
 import re
 from dataclasses import dataclass
 from functools import cache
+from math import prod
 from pathlib import Path
 
 from morello_build import __version__
 from morello_build.codegen.lower import CodegenError, lower
+from morello_build.ir.epilogue import TERMS
+from morello_build.ir.grammar import UserSpec, format_spec
 from morello_build.ir.impl import Loop, format_tree, walk
 from morello_build.ir.layout import NAMED
-from morello_build.ir.spec import DType, UserSpec, format_spec
+from morello_build.ir.spec import DType
 from morello_build.target import TARGETS
 
 __all__ = [
@@ -107,15 +110,25 @@ def render(template: str, **ctx) -> str:
 
 @dataclass(frozen=True)
 class _Operand:
-    """One operand of the user's op as the header presents it."""
+    """One parameter of the user's kernel as the header presents it: an operand or an epilogue term."""
 
     name: str
     ctype: str
     desc: str
     const: bool  # an input
+    elems: int  # elements (1 for a scalar)
+    dtype: DType = DType.F32
+    scalar: bool = False  # passed by value (the epilogue's scale)
 
     def param(self, restrict: str = "") -> str:
+        if self.scalar:
+            return f"{self.ctype} {self.name}"
         return f"{'const ' if self.const else ''}{self.ctype}*{restrict} {self.name}"
+
+    @property
+    def role(self) -> int:
+        """For the type-erased entry points: 0 an input array, 1 the output, 2 a scalar."""
+        return 2 if self.scalar else 0 if self.const else 1
 
 
 def _operand_desc(dt: DType, layout: str, shape: tuple[int, int, int], dims: tuple[str, ...]) -> str:
@@ -124,14 +137,49 @@ def _operand_desc(dt: DType, layout: str, shape: tuple[int, int, int], dims: tup
     return f"{dt.ctype}[{b}][{r}][{c}] ({', '.join(dims)}), {dt.value}, {lay}"
 
 
+def _epilogue_operands(user: UserSpec) -> tuple[_Operand, ...]:
+    """The epilogue's terms, after the op's operands, in TERMS order (ir/epilogue.py)."""
+    b, m, n = user.batch, user.m, user.n
+    sizes = {"scale": 1, "colscale": n, "bias": n, "residual": b * m * n}
+    column = f"float[{n}] (n)"
+    shapes = {"colscale": column, "bias": column, "residual": f"float[{b}][{m}][{n}] (batch, m, n)"}
+    out = []
+    for name, _, what in TERMS:
+        if getattr(user.epilogue, name):
+            desc = f"{what}: " + ("float, by value" if name == "scale" else f"{shapes[name]}, f32, row-major")
+            out.append(_Operand(name, "float", desc, True, sizes[name], DType.F32, name == "scale"))
+    return tuple(out)
+
+
 def _operands(user: UserSpec) -> tuple[_Operand, ...]:
     op = user.definition
     return tuple(
-        _Operand(name, dt.ctype, _operand_desc(dt, lay, shape, op.operand_dim_names(i)), i not in op.outputs)
+        _Operand(
+            name, dt.ctype, _operand_desc(dt, lay, shape, op.operand_dim_names(i)), i not in op.outputs, prod(shape), dt
+        )
         for i, (name, dt, lay, shape) in enumerate(
             zip(op.operand_names, user.dtypes, user.layouts, user.operand_shapes())
         )
-    )
+    ) + _epilogue_operands(user)
+
+
+def _epilogue_context(user: UserSpec, index_c: str, rt: str) -> dict:
+    """The epilogue as the header says it: the formula of the contract comment, and the reference loop's
+    statements applying it to its f32 ``acc`` (C is row-major, so the residual shares C's index)."""
+    e = user.epilogue
+    y, lines = "sum_k A[b,m,k] * B[b,k,n]", []
+    if e.scale or e.colscale:
+        factors = ["scale"] * e.scale + ["colscale[n]"] * e.colscale
+        y = " * ".join(factors + [y])
+        lines += ["acc = acc * scale;"] * e.scale + ["acc = acc * colscale[j];"] * e.colscale
+    if e.bias:
+        y, _ = f"{y} + bias[n]", lines.append("acc = acc + bias[j];")
+    if e.act:
+        y, _ = f"{e.act}({y})", lines.append(f"acc = {e.activation.cxx.format(y='acc')};")
+    if e.residual:
+        y, _ = f"{y} + residual[b,m,n]", lines.append(f"acc = acc + residual[{index_c}];")
+    acts = [f"{e.act}(x) = {e.activation.doc}"] if e.act else []
+    return {"epilogue": e.describe(), "epilogue_formula": y, "epilogue_lines": lines, "epilogue_acts": acts}
 
 
 def _reference_context(user: UserSpec, rt: str) -> dict:
@@ -148,7 +196,13 @@ def _reference_context(user: UserSpec, rt: str) -> dict:
         bf16 = dt == DType.BF16
         load[name] = f"::{rt}::bf16_to_f32({element})" if bf16 else element
         store[name] = f"::{rt}::f32_to_bf16(acc)" if bf16 else "acc"
-    return {"extent": dict(zip(op.iter_names, user.iter_shape)), "index": index, "load": load, "store": store}
+    return {
+        "extent": dict(zip(op.iter_names, user.iter_shape)),
+        "index": index,
+        "load": load,
+        "store": store,
+        **_epilogue_context(user, index["c"], rt),
+    }
 
 
 def _parallel_tasks(impl) -> int | None:
@@ -175,6 +229,7 @@ def header_context(user: UserSpec, *, name: str, namespace: str) -> dict:
     rt = runtime_namespace()
     operands = _operands(user)
     names = [o.name for o in operands]
+    arrays = [o.name for o in operands if not o.scalar]
     guard = "MORELLO_GEN_" + re.sub(r"[^0-9A-Za-z]", "_", f"{namespace}_{name}").upper() + "_HPP"
     return dict(
         qualified=f"{namespace}::{name}",
@@ -184,7 +239,7 @@ def header_context(user: UserSpec, *, name: str, namespace: str) -> dict:
         spec=format_spec(user),
         accum=user.accum,
         operands=operands,
-        no_overlap=", ".join(names[:-1]) + " and " + names[-1],
+        no_overlap=", ".join(arrays[:-1]) + " and " + arrays[-1],
         dims_decl=", ".join(f"{d} = {e}" for d, e in zip(user.definition.iter_names, user.iter_shape)),
         params=", ".join(o.param() for o in operands),
         restrict_params=", ".join(o.param(" __restrict") for o in operands),
@@ -201,7 +256,7 @@ def variant_context(user: UserSpec, impl, target, *, name: str) -> dict:
     """What one program on one target contributes: its lowered body, threads, notes and tree."""
     rt = runtime_namespace()
     body, parallel = lower(impl, user, target, rt)
-    args = ", ".join(user.definition.operand_names)
+    args = ", ".join(o.name for o in _operands(user))
     tasks = _parallel_tasks(impl) if parallel else None
     if parallel:
         threads_doc = (

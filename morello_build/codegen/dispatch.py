@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from morello_build.codegen import header_context, helper_library, render, variant_context
-from morello_build.ir.spec import UserSpec
+from morello_build.ir.grammar import UserSpec
 
 
 @dataclass(frozen=True)

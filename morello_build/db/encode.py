@@ -21,6 +21,7 @@ from __future__ import annotations
 from functools import lru_cache
 from math import prod
 
+from morello_build.ir.epilogue import NO_EPILOGUE, Epilogue
 from morello_build.ir.layout import Digit, Layout
 from morello_build.ir.spec import DType, Level, Matmul, Move, TensorSpec, Zero
 from morello_build.synth import actions
@@ -83,7 +84,8 @@ def op_key(op) -> tuple[str, tuple[int, int, int], int]:
     while len(coords) < 3:
         modes += "-"
         coords.append(0)
-    parts = [op.kind, str(shape[0]), modes, f"{int(op.accum)}{int(op.serial)}"]
+    flags = f"{int(op.accum)}{int(op.serial)}" + (f":{op.epilogue.describe()}" if op.epilogue else "")
+    parts = [op.kind, str(shape[0]), modes, flags]
     parts += [_tensor_key(t.dtype, t.layout, t.level, t.contig, t.vector_size, t.alias) for t in op.operands]
     return "|".join(parts), tuple(coords), prod(shape)
 
@@ -95,8 +97,11 @@ def op_from_key(key: str, coords) -> object:
     cls = _OPS[kind]
     ops = [_tensor_from(t, tuple(shape[j] for j in dims)) for t, dims in zip(tensors, cls.operand_iter_dims)]
     accum, serial = flags[0] == "1", flags[1] == "1"
+    epilogue = Epilogue.from_describe(flags[3:]) if flags[2:3] == ":" else NO_EPILOGUE
     if cls is Matmul:
-        return Matmul(*ops, accum=accum, serial=serial)
+        return Matmul(*ops, accum=accum, serial=serial, epilogue=epilogue)
+    if cls is Move:
+        return Move(*ops, serial=serial, epilogue=epilogue)
     return cls(*ops, serial=serial)
 
 

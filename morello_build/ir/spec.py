@@ -13,15 +13,11 @@ from functools import lru_cache
 from math import prod
 
 from morello_build.ir.dtypes import DType
-from morello_build.ir.layout import NAMED, Layout, col_major, row_major
+from morello_build.ir.epilogue import NO_EPILOGUE, Epilogue
+from morello_build.ir.layout import Layout
 from morello_build.ir.levels import Level
 from morello_build.ir.machine import ALIAS_MAX, ALIAS_MIN, DEFAULT_LIMITS, L2_WAYS
 from morello_build.ir.ops import MATMUL, MOVE, ZERO
-from morello_build.ir.sizes import operand_bytes_problem, size_problem
-
-
-class SpecError(ValueError):
-    """A user-facing problem with a spec string: the message is one line naming the bad token."""
 
 
 @dataclass(frozen=True, order=True)
@@ -144,13 +140,14 @@ def _defined_by(definition):
 @_defined_by(MATMUL)
 @dataclass(frozen=True, order=True)
 class Matmul:
-    """C (+)= A · B, batched over dim 0."""
+    """C (+)= A · B, batched over dim 0; with an epilogue, C = epilogue(A · B) (ir/epilogue.py)."""
 
     a: TensorSpec
     b: TensorSpec
     c: TensorSpec
     accum: bool = False
     serial: bool = False
+    epilogue: Epilogue = NO_EPILOGUE
 
     @property
     def operands(self) -> tuple[TensorSpec, ...]:
@@ -163,17 +160,19 @@ class Matmul:
         return (b, m, k, self.c.shape[2])
 
     def with_operands(self, ops, serial: bool | None = None) -> "Matmul":
-        return Matmul(ops[0], ops[1], ops[2], self.accum, self.serial if serial is None else serial)
+        return Matmul(ops[0], ops[1], ops[2], self.accum, self.serial if serial is None else serial, self.epilogue)
 
 
 @_defined_by(MOVE)
 @dataclass(frozen=True, order=True)
 class Move:
-    """Copy ``src`` into ``dst`` (same shape; the dtype may widen bf16 -> f32 or round f32 -> bf16)."""
+    """Copy ``src`` into ``dst`` (same shape; the dtype may widen bf16 -> f32 or round f32 -> bf16). With an
+    epilogue (the store of a matmul's accumulators into C), dst = epilogue(src)."""
 
     src: TensorSpec
     dst: TensorSpec
     serial: bool = False
+    epilogue: Epilogue = NO_EPILOGUE
 
     accum = False
 
@@ -186,7 +185,7 @@ class Move:
         return self.dst.shape
 
     def with_operands(self, ops, serial: bool | None = None) -> "Move":
-        return Move(ops[0], ops[1], self.serial if serial is None else serial)
+        return Move(ops[0], ops[1], self.serial if serial is None else serial, self.epilogue)
 
 
 @_defined_by(ZERO)
@@ -196,6 +195,7 @@ class Zero:
     serial: bool = False
 
     accum = False
+    epilogue = NO_EPILOGUE
 
     @property
     def operands(self) -> tuple[TensorSpec, ...]:
@@ -258,6 +258,7 @@ class Spec:
         op = self.op
         args = ", ".join(t.describe() for t in op.operands)
         flags = (" accum" if op.accum else "") + (" serial" if op.serial else "")
+        flags += f" [{op.epilogue.describe()}]" if op.epilogue else ""
         return f"{op.kind}({args}){flags}"
 
 
@@ -284,114 +285,3 @@ def _canonical_operand(t: TensorSpec, role: str) -> TensorSpec:
     if t.alias and (role in ("move", "zero") or (role == "matmul" and t.rows() <= OUTPUT_ALIAS_RUNS)):
         t = replace(t, alias=0)
     return _canonical(t)
-
-
-# -- the spec string grammar (contract) -----------------------------------------------------------
-_LAYOUTS = {"row": row_major(), "col": col_major()}
-_DTYPES = {d.value: d for d in DType}
-ACCEPTED = "matmul MxKxN [a=DTYPE[:LAYOUT]] [b=DTYPE[:LAYOUT]] [c=DTYPE[:LAYOUT]] [batch=B] [accum] [serial]"
-
-
-@dataclass(frozen=True)
-class UserSpec:
-    """What a spec string says, before it becomes a Spec at GL."""
-
-    m: int
-    k: int
-    n: int
-    dtypes: tuple[DType, DType, DType] = (DType.F32, DType.F32, DType.F32)
-    layouts: tuple[str, str, str] = ("row", "row", "row")
-    batch: int = 1
-    accum: bool = False
-    serial: bool = False
-
-    definition = MATMUL  # the grammar names matmuls only
-
-    @property
-    def iter_shape(self) -> tuple[int, int, int, int]:
-        return (self.batch, self.m, self.k, self.n)
-
-    def operand_shapes(self) -> tuple[tuple[int, int, int], ...]:
-        return tuple(tuple(self.iter_shape[j] for j in dims) for dims in self.definition.operand_iter_dims)
-
-    def to_spec(self, limits: MemoryLimits | None = None) -> Spec:
-        shapes = self.operand_shapes()
-        ops = tuple(
-            TensorSpec(shape, dt, _LAYOUTS[lay], alias=alias_stride(shape[1 if lay == "col" else 2] * dt.bytes))
-            for shape, dt, lay in zip(shapes, self.dtypes, self.layouts)
-        )
-        op = Matmul(*ops, accum=self.accum, serial=self.serial)
-        return canonicalize(Spec(op, limits) if limits else Spec(op))
-
-    def __str__(self) -> str:
-        return format_spec(self)
-
-
-def _bad(token: str, why: str) -> SpecError:
-    return SpecError(f"bad spec token '{token}': {why}; accepted: {ACCEPTED}")
-
-
-def _positive_int(token: str, text: str) -> int:
-    if why := size_problem(text):
-        raise _bad(token, why)
-    return int(text)
-
-
-def parse_spec(text: str) -> UserSpec:
-    """Parse the spec string grammar of DESIGN.md; raise SpecError naming the first bad token."""
-    tokens = text.split()
-    if not tokens:
-        raise SpecError(f"empty spec; accepted: {ACCEPTED}")
-    if tokens[0] != "matmul":
-        raise _bad(tokens[0], "unknown operation (only 'matmul')")
-    if len(tokens) < 2:
-        raise SpecError(f"spec is missing its MxKxN shape; accepted: {ACCEPTED}")
-    dims = tokens[1].split("x")
-    if len(dims) != 3:
-        raise _bad(tokens[1], "expected a shape MxKxN (three sizes separated by the letter x)")
-    m, k, n = (_positive_int(tokens[1], d) for d in dims)
-    dtypes, layouts = [DType.F32] * 3, ["row"] * 3
-    batch, accum, serial, seen = 1, False, False, set()
-    for tok in tokens[2:]:
-        key = tok.split("=", 1)[0]
-        if key in seen:
-            raise _bad(tok, "given twice")
-        seen.add(key)
-        if tok == "accum":
-            accum = True
-        elif tok == "serial":
-            serial = True
-        elif key == "batch" and "=" in tok:
-            batch = _positive_int(tok, tok.split("=", 1)[1])
-        elif key in ("a", "b", "c") and "=" in tok:
-            i = "abc".index(key)
-            dt, colon, lay = tok.split("=", 1)[1].partition(":")
-            if dt not in _DTYPES:
-                raise _bad(tok, f"unknown dtype '{dt}' (accepted: {', '.join(_DTYPES)})")
-            if colon and lay not in _LAYOUTS:
-                raise _bad(tok, f"unknown layout '{lay}' (accepted: {', '.join(_LAYOUTS)})")
-            dtypes[i], layouts[i] = _DTYPES[dt], lay if colon else "row"
-        else:
-            raise _bad(tok, "unknown option")
-    user = UserSpec(m, k, n, tuple(dtypes), tuple(layouts), batch, accum, serial)
-    if why := operand_bytes_problem(user.operand_shapes(), dtypes):
-        raise SpecError(f"spec '{' '.join(tokens)}' is too large: {why}")
-    return user
-
-
-def format_spec(u: UserSpec) -> str:
-    """The canonical spec string: defaults omitted, options in grammar order."""
-    parts = ["matmul", f"{u.m}x{u.k}x{u.n}"]
-    for name, dt, lay in zip("abc", u.dtypes, u.layouts):
-        if dt != DType.F32 or lay != "row":
-            parts.append(f"{name}={dt.value}" + (f":{lay}" if lay != "row" else ""))
-    if u.batch != 1:
-        parts.append(f"batch={u.batch}")
-    if u.accum:
-        parts.append("accum")
-    if u.serial:
-        parts.append("serial")
-    return " ".join(parts)
-
-
-assert set(_LAYOUTS) <= set(NAMED)

@@ -27,8 +27,9 @@ from __future__ import annotations
 
 from typing import Callable
 
+from morello_build.ir.grammar import UserSpec, parse_spec
 from morello_build.ir.layout import Layout, col_major, interleaved, packed, row_major  # noqa: F401 (re-exported)
-from morello_build.ir.spec import DType, Level, Spec, UserSpec, canonicalize, parse_spec
+from morello_build.ir.spec import DType, Level, Spec, canonicalize
 from morello_build.synth.actions import (
     MoveOperand,
     Plan,

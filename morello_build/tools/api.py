@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from morello_build.ir.spec import UserSpec, parse_spec
+from morello_build.ir.grammar import UserSpec, parse_spec
 from morello_build.synth.search import synthesize
 from morello_build.target import DISPATCH_LEVELS, TARGETS, get_target
 

@@ -86,7 +86,7 @@ def cmd_explain(args) -> int:
 
 
 def cmd_check_spec(args) -> int:
-    from morello_build.ir.spec import parse_spec
+    from morello_build.ir.grammar import parse_spec
 
     print(parse_spec(args.spec))
     return 0
@@ -200,7 +200,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    from morello_build.ir.spec import SpecError
+    from morello_build.ir.grammar import SpecError
     from morello_build.synth.search import NoProgram
 
     parser = build_parser()

@@ -231,7 +231,7 @@ def _build_extension(entries: Sequence[_Entry]) -> tuple[object, list[Path]]:
 
 # -- public entry points ------------------------------------------------------------------------------
 def _canonical_spec(spec) -> str:
-    from morello_build.ir.spec import format_spec, parse_spec
+    from morello_build.ir.grammar import format_spec, parse_spec
 
     return format_spec(parse_spec(spec) if isinstance(spec, str) else spec)
 

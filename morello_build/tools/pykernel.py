@@ -19,7 +19,7 @@ _F32 = np.dtype(np.float32)
 
 
 def _layouts_of(spec: str) -> tuple[str, str, str]:
-    from morello_build.ir.spec import parse_spec
+    from morello_build.ir.grammar import parse_spec
 
     return tuple(parse_spec(spec).layouts)
 

@@ -63,7 +63,7 @@ def sha256(text: str) -> str:
 
 def default_name(spec: str) -> str:
     """A C identifier from the canonical spec: "matmul 1x2048x16384 b=bf16:col" -> matmul_1x2048x16384_b_bf16_col."""
-    from morello_build.ir.spec import parse_spec
+    from morello_build.ir.grammar import parse_spec
 
     canonical = str(parse_spec(spec))
     return re.sub(r"_+", "_", re.sub(r"[^A-Za-z0-9]", "_", canonical)).strip("_")
@@ -156,7 +156,7 @@ def _kernels_from_manifest(path: Path, args) -> list[Kernel]:
 
 def _validate(kernels: list[Kernel]) -> None:
     from morello_build.codegen import name_problem, namespace_problem
-    from morello_build.ir.spec import parse_spec
+    from morello_build.ir.grammar import parse_spec
 
     seen: dict[str, str] = {}
     for k in kernels:

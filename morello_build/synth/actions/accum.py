@@ -14,6 +14,10 @@ from morello_build.target.kernels import BY_NAME
 
 NO_REDUCTION = Refusal("no-reduction", "a {} sums over no dim: there is nothing to accumulate")
 ACCUMULATES = Refusal("accumulates", "it already accumulates")
+EPILOGUE_IN_MEMORY = Refusal(
+    "epilogue-in-memory", "the epilogue applies to accumulators in registers: move C to registers instead"
+)
+NO_EPILOGUE_KERNEL = Refusal("no-epilogue-kernel", "{} does not apply an epilogue")
 UNKNOWN_KERNEL = Refusal("unknown-kernel", "unknown kernel '{}' (accepted: {})")
 WRONG_KIND = Refusal("wrong-kind", "{} implements a {}, not a {}")
 LACKS_FEATURES = Refusal("lacks-features", "{} needs {}, which {} lacks")
@@ -35,6 +39,8 @@ class ToAccum:
             return NO_REDUCTION(op.kind)
         if op.accum:
             return ACCUMULATES
+        if op.epilogue:
+            return EPILOGUE_IN_MEMORY
         (out,) = op.outputs
         zero = canonicalize(Spec(Zero(op.operands[out], serial=op.serial), spec.limits))
         body = canonicalize(replace(spec, op=replace(op, accum=True)))
@@ -74,6 +80,8 @@ class Select:
                 ["vector registers"] if k.vector and not target.lanes else []
             )
             return LACKS_FEATURES(k.name, ", ".join(missing), target.isa)
+        if spec.op.epilogue and not k.epilogue:
+            return NO_EPILOGUE_KERNEL(k.name)
         if not k.applies(spec.op, target):
             return _DOES_NOT_FIT[k.name]
         own = k.cost(spec.op, target)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import ClassVar
 
+from morello_build.ir.epilogue import NO_EPILOGUE
 from morello_build.ir.impl import MoveImpl, add_peak, max_peaks
 from morello_build.ir.layout import Digit, Layout, packed, row_major
 from morello_build.ir.spec import (
@@ -36,6 +37,9 @@ VIEW_EVICTS = Refusal(
     "view-evicts", "a cache view of its {} strided runs (more than the {} L1 ways) could evict itself; pack it"
 )
 SCRATCH_TOO_BIG = Refusal("scratch-too-big", "a scratch block holds at most {} bytes, this one {}")
+EPILOGUE_NEEDS_REGISTERS = Refusal(
+    "epilogue-needs-registers", "the epilogue is applied where the accumulators leave registers"
+)
 SAME_COPY = Refusal("same-copy", "the copy would change nothing (same layout and dtype)")
 
 
@@ -139,20 +143,19 @@ class MoveOperand:
         # peaks, which is only sound if feasibility depends on peaks alone (see test_search's memo tests).
         # Registers belong to one thread: a body working on a register buffer must be serial.
         serial = True if not self.level.parallel_tileable else None
-        inner = canonicalize(
-            replace(
-                spec,
-                op=op.with_operands(tuple(buf if j == i else u for j, u in enumerate(op.operands)), serial=serial),
-                limits=limits,
-            )
-        )
         is_output = i in op.outputs
+        body_op = op.with_operands(tuple(buf if j == i else u for j, u in enumerate(op.operands)), serial=serial)
+        if is_output and op.epilogue:
+            if not self.level.is_register:
+                return EPILOGUE_NEEDS_REGISTERS
+            body_op = replace(body_op, epilogue=NO_EPILOGUE)  # the store applies it
+        inner = canonicalize(replace(spec, op=body_op, limits=limits))
         load = store = None
         if not view:
             if not is_output or op.accum:
                 load = canonicalize(Spec(Move(t, buf, serial=op.serial), limits))
             if is_output:
-                store = canonicalize(Spec(Move(buf, t, serial=op.serial), limits))
+                store = canonicalize(Spec(Move(buf, t, serial=op.serial, epilogue=op.epilogue), limits))
         subspecs = tuple(s for s in (load, inner, store) if s is not None)
         own = costmodel.view_features(t, self.view_streams(op, t)) if view else costmodel.NONE
         price, ones = own.dot(target.costs), (1,) * len(subspecs)

@@ -121,7 +121,7 @@ def enumerate_actions(spec: Spec, target):
             yield Select(k.name)
     full = op.iter_shape
     if isinstance(op, Matmul):
-        if not op.accum:
+        if not op.accum and not op.epilogue:
             yield ToAccum()
             if op.c.level.is_register:
                 return  # zeroing registers is free: the accumulating spec's programs are as good
@@ -131,8 +131,9 @@ def enumerate_actions(spec: Spec, target):
         if not op.serial and target.threads > 1:
             for tile in _parallel_tiles(full, out_dims):
                 yield Tile(tile, parallel=True)
-        for tile in _tiles_one_dim(full, (2,)):  # peeled when the op does not accumulate
-            yield Tile(tile)
+        if not op.epilogue:  # an epilogue needs the whole sum (tile.EPILOGUE_SPLIT)
+            for tile in _tiles_one_dim(full, (2,)):  # peeled when the op does not accumulate
+                yield Tile(tile)
         for i in range(3):
             yield from _move_options(op, i, target)
     else:

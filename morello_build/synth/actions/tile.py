@@ -27,6 +27,9 @@ ROUNDS_PARTIAL_SUMS = Refusal(
     "rounds-partial-sums",
     "C is bf16 in memory, so every slice would round the partial sums to bf16; move C to registers first",
 )
+EPILOGUE_SPLIT = Refusal(
+    "epilogue-split", "the epilogue needs the whole sum over k: move C to registers before splitting k"
+)
 PARALLEL_SPLIT = Refusal("parallel-split", "a parallel loop over k would race on C")
 PEEL_TILES_K_ONLY = Refusal(
     "peel-tiles-k-only", "a loop over k of a spec that overwrites C peels its first slice, and tiles k alone"
@@ -65,6 +68,8 @@ class Tile:
         if self.parallel and op.serial:
             return SERIAL
         splits = any(d in op.reduction_dims for d in dims)
+        if splits and op.epilogue:
+            return EPILOGUE_SPLIT
         if splits and rounds_partial_sums(op):
             return ROUNDS_PARTIAL_SUMS
         if splits and self.parallel:

@@ -24,6 +24,7 @@ class KernelDef:
     doc: str
     features: frozenset[str] = frozenset()  # ISA features it needs beyond vector registers (e.g. avx512bf16)
     vector_regs: Callable = lambda op, target: 0  # (op, target) -> vector registers it occupies
+    epilogue: bool = False  # applies an op's epilogue (ir/epilogue.py) too
 
     def available_on(self, target) -> bool:
         return (target.lanes > 0 or not self.vector) and self.features <= target.features

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from morello_build.ir.spec import Level, TensorSpec
 from morello_build.synth.cost import Features, lines_from, lines_read
+from morello_build.target.kernels import epilogue
 from morello_build.target.kernels.common import (
     BF16,
     F32,
@@ -38,14 +39,20 @@ def _vload_cost(op, target):
 
 
 def _vstore_applies(op, target):
-    return op.dst.level.is_memory and _vector_move_shape(op.dst, op.src, target)
+    return (
+        op.dst.level.is_memory
+        and _vector_move_shape(op.dst, op.src, target)
+        and epilogue.applies(op)
+        and (not op.epilogue or single_run_dim(op.dst) == 2)  # a run along C's row: the terms' lanes
+    )
 
 
 def _vstore_cost(op, target):
     """A store into main memory dirties its lines, which are written back: C tiles stored once per k slice
     cost that traffic every slice (1024^3: k slices of 512 instead of 256 ran 13.7 ms instead of 14.2)."""
     writeback = op.dst.lines() if op.dst.level == Level.GL else 0
-    return Features.of(vec_store=1, vec_op=2 if op.dst.dtype == BF16 else 0, gl_line=writeback)
+    store = Features.of(vec_store=1, vec_op=2 if op.dst.dtype == BF16 else 0, gl_line=writeback)
+    return store + epilogue.cost(op, 1)
 
 
 def _vector_groups(lw, mem, regb, shape):
@@ -80,8 +87,10 @@ def _vload_emit(lw, node, binds) -> None:
 def _vstore_emit(lw, node, binds) -> None:
     src, dst = binds
     fn = "store_bf16" if dst.dtype == BF16 else "store_f32"
-    for name, first, n in _vector_groups(lw, dst, src, node.spec.op.src.shape):
-        lw.emit(f"{lw.v}::{fn}({lw.ptr(dst, first)}, {name}, {n});")
+    op = node.spec.op
+    for name, first, n in _vector_groups(lw, dst, src, op.src.shape):
+        value = epilogue.emit_vector(lw, op, dst, first, name, n) if op.epilogue else name
+        lw.emit(f"{lw.v}::{fn}({lw.ptr(dst, first)}, {value}, {n});")
 
 
 VLOAD = KernelDef(
@@ -101,8 +110,9 @@ VSTORE = KernelDef(
     applies=_vstore_applies,
     cost=_vstore_cost,
     emit=_vstore_emit,
-    doc="vector store from a register (masked tail; f32 rounded to bf16, nearest-even)",
+    doc="vector store from a register (masked tail; f32 rounded to bf16, nearest-even), with an epilogue",
     vector_regs=lambda op, target: 1,  # one register (at most W elements)
+    epilogue=True,
 )
 
 
@@ -112,17 +122,19 @@ def _scalar_load_applies(op, target):
 
 
 def _scalar_store_applies(op, target):
-    return op.iter_shape == (1, 1, 1) and op.src.level == Level.RF and op.dst.level.is_memory
+    return op.iter_shape == (1, 1, 1) and op.src.level == Level.RF and op.dst.level.is_memory and epilogue.applies(op)
 
 
 def _scalar_move_cost(op, target):
-    return Features.of(scalar_op=1) + lines_read(op.src)  # a register source reads no lines
+    return Features.of(scalar_op=1) + lines_read(op.src) + epilogue.cost(op, 1)  # registers read no lines
 
 
 def _scalar_move_emit(lw, node, binds) -> None:
     src, dst = binds
     z = (0, 0, 0)
-    lw.emit(lw.write(dst, z, lw.read_f32(src, z)))
+    value = lw.read_f32(src, z)
+    op = node.spec.op
+    lw.emit(lw.write(dst, z, epilogue.scalar_value(lw, op, dst, z, value) if op.epilogue else value))
 
 
 SCALAR_LOAD = KernelDef(
@@ -141,7 +153,8 @@ SCALAR_STORE = KernelDef(
     applies=_scalar_store_applies,
     cost=_scalar_move_cost,
     emit=_scalar_move_emit,
-    doc="one element from a scalar register (rounded to bf16 if needed)",
+    doc="one element from a scalar register (rounded to bf16 if needed), with an epilogue",
+    epilogue=True,
 )
 
 
