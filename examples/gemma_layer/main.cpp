@@ -156,6 +156,7 @@ int time_layer(const Options& o, const std::vector<std::unique_ptr<layer::Weight
   for (int t : o.threads) {
     harness::Pool pool(t);
     harness::PoolFor pf{&pool};
+    std::string notes;
     std::vector<Contender> cs;
     cs.push_back({layer::kFused ? "morello, fused gate/up (gated)" : "morello, fused STAND-IN (no gated)",
                   [&](int c) { layer::run_fused(*w[size_t(c)], a, pf); }});
@@ -165,12 +166,14 @@ int time_layer(const Options& o, const std::vector<std::unique_ptr<layer::Weight
     std::vector<const layer::Weights*> ptrs;
     for (const auto& p : w) ptrs.push_back(p.get());
     onednn::Layer dn(ptrs, a, t);
-    cs.push_back({"(b) " + dn.label(), [&](int c) { dn.run(c); }, true});
+    cs.push_back({"(b) oneDNN, post-ops gelu_tanh * up", [&](int c) { dn.run(c); }, true});
+    notes = "  (b): " + dn.label() + "\n";
 #endif
     cs.push_back({std::string("read sweep over the layer's weights (") + harness::sweep_isa() + ")",
                   [&](int c) { layer::sweep(pool, *w[size_t(c)]); }});
     const int rounds = harness::measure(cs, copies, o.min_time);
     print_table(t, rounds, cs, layer::Weights::bytes(), 0, cs.size() - 1);
+    std::printf("%s", notes.c_str());
   }
 #ifndef GEMMA_LAYER_HAVE_ONEDNN
   std::printf("\n(b) oneDNN: not built (CMake did not find it; Debian: apt install libdnnl-dev ocl-icd-opencl-dev)\n");

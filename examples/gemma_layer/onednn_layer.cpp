@@ -23,7 +23,8 @@ enum class Mode { f32_bf16, bf16_bf16, f32_f32 };
 const char* mode_label(Mode m) {
   return m == Mode::f32_bf16    ? ""
          : m == Mode::bf16_bf16 ? ", x->bf16 in the call"
-                                : ", weights widened to f32 (no bf16 matmul for this CPU: 2x the bytes)";
+                                : ", weights widened to f32 (this oneDNN has no bf16 matmul for this CPU): it "
+                                  "reads twice the bytes";
 }
 
 // One GEMV out[N] = W[N rows of K] . in[K], optionally with the gate's post-ops (gelu_tanh, then * mul[N]).
@@ -130,7 +131,7 @@ struct Layer::Impl {
     down = gemv(kFF, kModel, &layer::Weights::down, a.h.data(), hb.data(), a.y.data(), nullptr, false);
     const dnnl_version_t* v = dnnl_version();
     label = "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + " " + gate->impl +
-            mode_label(mode) + (gate->packed ? ", packed" : "") + ", post-ops gelu_tanh*up";
+            (gate->packed ? ", packed weights" : "") + mode_label(mode);
   }
 
   void run(int copy) {
