@@ -11,6 +11,7 @@ The semantics are applied exactly, node by node:
   the load program copies the tile into it (inputs, and outputs of accumulating specs), the body runs on
   it, and the store program copies it back (outputs). A ``view`` copies nothing.
 - ``Accum``: the zero program, then the accumulating body.
+- ``PairAccum``: two fresh accumulators, zeroed, the pair body, the gate store; ``Seq``: its two matmuls.
 - ``Kernel``: its op's numpy semantics (``OpDef.evaluate``, ir/ops.py) on its tiles, computed in f32 and
   rounded to the outputs' dtypes: matmul ``c (+)= a @ b``, move a copy with dtype conversion (widening
   exact, narrowing round-to-nearest-even), zero.
@@ -29,7 +30,7 @@ import itertools
 import ml_dtypes
 import numpy as np
 
-from morello_build.ir.impl import Accum, Kernel, Loop, MoveImpl
+from morello_build.ir.impl import Accum, Kernel, Loop, MoveImpl, PairAccum, Seq
 from morello_build.ir.spec import DType, Spec
 from morello_build.target.kernels import BY_NAME
 
@@ -86,6 +87,12 @@ def execute(impl, arrays: list[np.ndarray], extras: dict | None = None) -> None:
             raise InterpretError(f"to_accum on {spec.describe()}")
         execute(impl.zero, [arrays[i] for i in op.outputs])
         execute(impl.body, arrays)
+    elif isinstance(impl, PairAccum):
+        _pair_accum(impl, arrays, extras)
+    elif isinstance(impl, Seq):
+        a, b1, b2, c1, c2 = arrays
+        execute(impl.first, [a, b1, c1])
+        execute(impl.second, [a, b2, c2])
     else:
         raise InterpretError(f"unknown Impl node {type(impl).__name__}")
 
@@ -95,9 +102,7 @@ def _kernel(impl: Kernel, arrays, extras) -> None:
     k = BY_NAME.get(impl.name)
     if k is None or k.kind != op.kind or (op.epilogue and not k.epilogue):
         raise InterpretError(f"kernel {impl.name} does not implement a {op.describe() if op.epilogue else op.kind}")
-    for i, value in zip(op.outputs, op.definition.evaluate(op, arrays, np.float32)):
-        if op.epilogue:
-            value = op.epilogue.apply(value, extras).astype(np.float32)
+    for i, value in zip(op.outputs, op.definition.evaluate(op, arrays, np.float32, extras)):
         arrays[i][...] = value.astype(arrays[i].dtype)
 
 
@@ -176,6 +181,17 @@ def broadcast_extras(op, extras: dict | None) -> dict | None:
     return {t: np.broadcast_to(np.asarray(extras[t], dtype=np.float32), shape) for t in op.epilogue.tensors}
 
 
+def _pair_accum(impl: PairAccum, arrays, extras) -> None:
+    a, b1, b2, c = arrays
+    if tuple(impl.buffer.shape) != tuple(c.shape):
+        raise InterpretError(f"{impl.label()}: buffer shape {impl.buffer.shape}, operand {c.shape}")
+    acc1, acc2 = (np.full(c.shape, np.nan, dtype=np_dtype(impl.buffer.dtype)) for _ in range(2))
+    execute(impl.zero1, [acc1])
+    execute(impl.zero2, [acc2])
+    execute(impl.body, [a, b1, b2, acc1, acc2])
+    execute(impl.store, [_readonly(acc1), _readonly(acc2), c], extras)
+
+
 def interpret(impl, *arrays, extras: dict | None = None) -> np.ndarray:
     """Run a program on its user-level operands (a matmul: A (B,M,K), B (B,K,N) and, for accumulating
     specs, the initial C (B,M,N)); ``extras``: the epilogue's tensors by term name (broadcast_extras).
@@ -213,7 +229,5 @@ def reference(spec: Spec, *arrays, extras: dict | None = None) -> np.ndarray:
     op = spec.op
     given = arrays + (None,) * (len(op.operands) - len(arrays))
     xs = [None if x is None else convert(np.asarray(x), t.dtype) for x, t in zip(given, op.operands)]
-    out = op.definition.evaluate(op, xs, np.float64)[0]
-    if op.epilogue:
-        out = op.epilogue.apply(out, broadcast_extras(op, extras))
+    out = op.definition.evaluate(op, xs, np.float64, broadcast_extras(op, extras))[0]
     return out.astype(np.float32).astype(np_dtype(op.operands[op.outputs[0]].dtype))

@@ -144,6 +144,11 @@ def _epilogue_operands(user: UserSpec) -> tuple[_Operand, ...]:
     column = f"float[{n}] (n)"
     shapes = {"colscale": column, "bias": column, "residual": f"float[{b}][{m}][{n}] (batch, m, n)"}
     out = []
+    if user.epilogue.pair:
+        for name in user.epilogue.tensors:
+            what = f"the bias of A·B{name[-1]} per output column (N values)"
+            out.append(_Operand(name, "float", f"{what}: {column}, f32", True, n, DType.F32))
+        return tuple(out)
     for name, _, what in TERMS:
         if getattr(user.epilogue, name):
             desc = f"{what}: " + ("float, by value" if name == "scale" else f"{shapes[name]}, f32, row-major")
@@ -158,7 +163,7 @@ def _operands(user: UserSpec) -> tuple[_Operand, ...]:
             name, dt.ctype, _operand_desc(dt, lay, shape, op.operand_dim_names(i)), i not in op.outputs, prod(shape), dt
         )
         for i, (name, dt, lay, shape) in enumerate(
-            zip(op.operand_names, user.dtypes, user.layouts, user.operand_shapes())
+            zip(op.operand_names, user.operand_dtypes(), user.operand_layouts(), user.operand_shapes())
         )
     ) + _epilogue_operands(user)
 
@@ -167,6 +172,18 @@ def _epilogue_context(user: UserSpec, index_c: str, rt: str) -> dict:
     """The epilogue as the header says it: the formula of the contract comment, and the reference loop's
     statements applying it to its f32 ``acc`` (C is row-major, so the residual shares C's index)."""
     e = user.epilogue
+    acts = [f"{e.act}(x) = {e.activation.doc}"] if e.act else []
+    if e.pair:
+        bias = (" + bias1[n]", " + bias2[n]") if e.bias else ("", "")
+        y = f"{e.act}(sum_k A[b,m,k] * B1[b,k,n]{bias[0]}) * (sum_k A[b,m,k] * B2[b,k,n]{bias[1]})"
+        gate = e.activation.cxx.format(y="g")
+        return {
+            "epilogue": e.describe(),
+            "epilogue_formula": y,
+            "epilogue_lines": [],
+            "epilogue_acts": acts,
+            "gate": gate,
+        }
     y, lines = "sum_k A[b,m,k] * B[b,k,n]", []
     if e.scale or e.colscale:
         factors = ["scale"] * e.scale + ["colscale[n]"] * e.colscale
@@ -178,7 +195,6 @@ def _epilogue_context(user: UserSpec, index_c: str, rt: str) -> dict:
         y, _ = f"{e.act}({y})", lines.append(f"acc = {e.activation.cxx.format(y='acc')};")
     if e.residual:
         y, _ = f"{y} + residual[b,m,n]", lines.append(f"acc = acc + residual[{index_c}];")
-    acts = [f"{e.act}(x) = {e.activation.doc}"] if e.act else []
     return {"epilogue": e.describe(), "epilogue_formula": y, "epilogue_lines": lines, "epilogue_acts": acts}
 
 
@@ -189,7 +205,7 @@ def _reference_context(user: UserSpec, rt: str) -> dict:
     op = user.definition
     index, load, store = {}, {}, {}
     for name, dt, lay, shape, dims in zip(
-        op.operand_names, user.dtypes, user.layouts, user.operand_shapes(), op.operand_iter_dims
+        op.operand_names, user.operand_dtypes(), user.operand_layouts(), user.operand_shapes(), op.operand_iter_dims
     ):
         index[name] = NAMED[lay].c_offset(tuple(op.cxx_vars[j] for j in dims), shape)
         element = f"{name}[{index[name]}]"

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from math import ceil, prod
 
 from morello_build.ir.affine import Affine, Expr, expr_c, layout_offset, paren
-from morello_build.ir.impl import Accum, Kernel, Loop, MoveImpl
+from morello_build.ir.impl import Accum, Kernel, Loop, MoveImpl, PairAccum, Seq
 from morello_build.ir.layout import Layout
 from morello_build.ir.levels import Alloc
 from morello_build.ir.spec import DType, Level
@@ -155,6 +155,13 @@ class Lowerer:
             self.emit("// to_accum: zero, then accumulate")
             self.walk(node.zero, (binds[node.spec.op.outputs[0]],))
             self.walk(node.body, binds)
+        elif isinstance(node, PairAccum):
+            self.pair_accum(node, binds)
+        elif isinstance(node, Seq):
+            a, b1, b2, c1, c2 = binds
+            self.emit("// split_pair: a·b1 into c1, then a·b2 into c2")
+            self.walk(node.first, (a, b1, c1))
+            self.walk(node.second, (a, b2, c2))
         else:
             raise CodegenError(f"unknown Impl node {type(node).__name__}")
 
@@ -171,15 +178,8 @@ class Lowerer:
         self.open("{")
         self.emit(f"// {node.label()}")
         level = buf.level
-        count = 0
-        if level == Level.VRF:
-            root = self.fresh("vr")
-            count = ceil(buf.shape[2] / self.W) * buf.shape[0] * buf.shape[1]  # kernels.registers()
-            self.emit(f"{self.target.vtype} {root}[{count}];")
-        elif level == Level.RF:
-            root = self.fresh("rf")
-            count = buf.layout.buffer_elements(buf.shape)
-            self.emit(f"float {root}[{count}];")
+        if level.is_register:
+            new = self.register_buffer(buf)
         else:
             root = self.fresh("buf")
             n = buf.layout.buffer_elements(buf.shape)
@@ -189,7 +189,7 @@ class Lowerer:
                 self.emit(f"{buf.dtype.ctype}* const {root} = {root}_owner.data;")
             else:
                 self.emit(f"alignas(64) {buf.dtype.ctype} {root}[{n}]{' = {}' if padded else ''};")
-        new = Binding(root, buf.shape, buf.layout, buf.dtype, level, (Affine(),) * 3, self.W, count)
+            new = Binding(root, buf.shape, buf.layout, buf.dtype, level, (Affine(),) * 3, self.W, 0)
         if level.is_register:
             self.register_scope += 1
         if node.load is not None:
@@ -199,6 +199,31 @@ class Lowerer:
             self.walk(node.store, (new, old))
         if level.is_register:
             self.register_scope -= 1
+        self.close()
+
+    def register_buffer(self, buf) -> Binding:
+        """Declare a register buffer (VRF: an array of vectors, RF: of floats) for ``buf``."""
+        if buf.level == Level.VRF:
+            root = self.fresh("vr")
+            count = ceil(buf.shape[2] / self.W) * buf.shape[0] * buf.shape[1]  # kernels.registers()
+            self.emit(f"{self.target.vtype} {root}[{count}];")
+        else:
+            root = self.fresh("rf")
+            count = buf.layout.buffer_elements(buf.shape)
+            self.emit(f"float {root}[{count}];")
+        return Binding(root, buf.shape, buf.layout, buf.dtype, buf.level, (Affine(),) * 3, self.W, count)
+
+    def pair_accum(self, node: PairAccum, binds) -> None:
+        a, b1, b2, c = binds
+        self.open("{")
+        self.emit(f"// {node.label()}")
+        acc1, acc2 = self.register_buffer(node.buffer), self.register_buffer(node.buffer)
+        self.register_scope += 1
+        self.walk(node.zero1, (acc1,))
+        self.walk(node.zero2, (acc2,))
+        self.walk(node.body, (a, b1, b2, acc1, acc2))
+        self.walk(node.store, (acc1, acc2, c))
+        self.register_scope -= 1
         self.close()
 
     def loop(self, node: Loop, binds) -> None:
@@ -323,10 +348,11 @@ class Lowerer:
 def root_bindings(user, lanes: int) -> tuple[Binding, ...]:
     from morello_build.ir.layout import NAMED
 
-    shapes = ((user.batch, user.m, user.k), (user.batch, user.k, user.n), (user.batch, user.m, user.n))
     return tuple(
         Binding(name, shape, NAMED[lay], dt, Level.GL, (Affine(),) * 3, lanes)
-        for name, shape, lay, dt in zip("abc", shapes, user.layouts, user.dtypes)
+        for name, shape, lay, dt in zip(
+            user.definition.operand_names, user.operand_shapes(), user.operand_layouts(), user.operand_dtypes()
+        )
     )
 
 

@@ -23,11 +23,11 @@ from math import prod
 
 from morello_build.ir.epilogue import NO_EPILOGUE, Epilogue
 from morello_build.ir.layout import Digit, Layout
-from morello_build.ir.spec import DType, Level, Matmul, Move, TensorSpec, Zero
+from morello_build.ir.spec import DType, Gate, Gated, Level, Matmul, Move, Pair, TensorSpec, Zero
 from morello_build.synth import actions
 
 NONE = "-"  # the decision "no program fits these limits"
-_OPS = {"matmul": Matmul, "move": Move, "zero": Zero}
+_OPS = {"matmul": Matmul, "gated": Gated, "pair": Pair, "gate": Gate, "move": Move, "zero": Zero}
 
 
 # -- shape coordinates -----------------------------------------------------------------------------
@@ -97,11 +97,12 @@ def op_from_key(key: str, coords) -> object:
     cls = _OPS[kind]
     ops = [_tensor_from(t, tuple(shape[j] for j in dims)) for t, dims in zip(tensors, cls.operand_iter_dims)]
     accum, serial = flags[0] == "1", flags[1] == "1"
-    epilogue = Epilogue.from_describe(flags[3:]) if flags[2:3] == ":" else NO_EPILOGUE
+    pair = cls in (Gated, Gate)
+    epilogue = Epilogue.from_describe(flags[3:], pair) if flags[2:3] == ":" else NO_EPILOGUE
     if cls is Matmul:
         return Matmul(*ops, accum=accum, serial=serial, epilogue=epilogue)
-    if cls is Move:
-        return Move(*ops, serial=serial, epilogue=epilogue)
+    if cls in (Move, Gated, Gate):
+        return cls(*ops, serial=serial, epilogue=epilogue)
     return cls(*ops, serial=serial)
 
 

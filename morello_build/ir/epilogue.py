@@ -9,6 +9,12 @@ a ``float``, colscale and bias N values (shared by the batch), the residual B×M
 search applies an epilogue where C's tile leaves registers (the store of the accumulators), never as a
 second pass over C in memory.
 
+The gated pair's epilogue (``pair``: two accumulators, of A·B1 and A·B2) is
+
+    y = act(acc1 + bias1[n]) * (acc2 + bias2[n])      then rounded to C's dtype
+
+with the biases (``bias``: bias1 and bias2, N values each) optional and the activation required.
+
 An activation is one record (``Activation``): its numpy semantics (float64), its scalar C++ (the reference
 loop and the scalar kernels), the ISA helper that applies it to a vector register, its cost in vector
 instructions and its largest slope (how much it can grow an accumulator's rounding error). Adding one is
@@ -80,6 +86,7 @@ class Epilogue:
     bias: bool = False
     act: str = ""  # a key of ACTIVATIONS, or "" for none
     residual: bool = False
+    pair: bool = False  # the gated pair's: act(acc1 + bias1) * (acc2 + bias2)
 
     def __bool__(self) -> bool:
         return self != NO_EPILOGUE
@@ -87,6 +94,8 @@ class Epilogue:
     @property
     def tensors(self) -> tuple[str, ...]:
         """The terms with a kernel argument, in argument order."""
+        if self.pair:
+            return ("bias1", "bias2") if self.bias else ()
         return tuple(name for name, _, _ in TERMS if getattr(self, name))
 
     @property
@@ -100,10 +109,18 @@ class Epilogue:
         return " ".join(words + (["residual"] if self.residual else []))
 
     @classmethod
-    def from_describe(cls, text: str) -> "Epilogue":
+    def from_describe(cls, text: str, pair: bool = False) -> "Epilogue":
         words = text.split()
         act = next((w.split("=", 1)[1] for w in words if w.startswith("act=")), "")
-        return cls(*(t in words for t in ("scale", "colscale", "bias")), act, "residual" in words)
+        return cls(*(t in words for t in ("scale", "colscale", "bias")), act, "residual" in words, pair)
+
+    def apply_pair(self, acc1: np.ndarray, acc2: np.ndarray, extras: dict) -> np.ndarray:
+        """The gated pair's epilogue in float64 (``extras`` as for ``apply``)."""
+        g, u = np.asarray(acc1, dtype=np.float64), np.asarray(acc2, dtype=np.float64)
+        if self.bias:
+            g = g + np.asarray(extras["bias1"], dtype=np.float64)
+            u = u + np.asarray(extras["bias2"], dtype=np.float64)
+        return ACTIVATIONS[self.act].numpy(g) * u
 
     def apply(self, acc: np.ndarray, extras: dict) -> np.ndarray:
         """The epilogue in float64 on ``acc``; ``extras`` maps each tensor term to an array broadcast to
@@ -123,3 +140,4 @@ class Epilogue:
 
 
 NO_EPILOGUE = Epilogue()
+GATE_DEFAULT = Epilogue(act="gelu", pair=True)

@@ -9,6 +9,9 @@ Each node carries ``features``, the named counts of its own work (its children's
 - ``MoveImpl``: gives an operand a new buffer (level, layout, dtype) around a body; ``view`` moves
   only relabel GL data as L1-resident (no copy).
 - ``Accum``: zero the output, then run the accumulating body.
+- ``PairAccum``: the gated pair's two accumulators in registers: zero both, accumulate both (a ``pair``
+  spec), store them through the gate (act(acc1 + bias1) * (acc2 + bias2)) into C.
+- ``Seq``: a pair's two matmuls, one after the other, on the same tile of A.
 """
 
 from __future__ import annotations
@@ -120,7 +123,44 @@ class Accum:
         return "to_accum"
 
 
-Impl = Kernel | Loop | MoveImpl | Accum
+@dataclass(frozen=True)
+class PairAccum:
+    spec: Spec
+    buffer: TensorSpec  # each accumulator's buffer (the same for both), full shape, real layout
+    zero1: object
+    zero2: object
+    body: object
+    store: object
+    cost: float
+    peaks: Peaks
+    features: tuple = ()
+
+    @property
+    def children(self) -> tuple:
+        return (self.zero1, self.zero2, self.body, self.store)
+
+    def label(self) -> str:
+        return f"pair_accum c1, c2 -> {self.buffer.describe()}"
+
+
+@dataclass(frozen=True)
+class Seq:
+    spec: Spec
+    first: object
+    second: object
+    cost: float
+    peaks: Peaks
+    features: tuple = ()
+
+    @property
+    def children(self) -> tuple:
+        return (self.first, self.second)
+
+    def label(self) -> str:
+        return "split_pair: a·b1 into c1, then a·b2 into c2"
+
+
+Impl = Kernel | Loop | MoveImpl | Accum | PairAccum | Seq
 
 
 def walk(impl: Impl):

@@ -26,9 +26,10 @@ class OpDef:
     operand_iter_dims: tuple[tuple[int, int, int], ...]  # which iteration dims index each operand's dims
     outputs: tuple[int, ...]  # operands the op writes
     reduction_dims: tuple[int, ...]  # iteration dims summed over (a loop over them splits the sum)
-    # Semantics: evaluate(op, arrays, acc) -> the new values of the outputs (in ``outputs`` order), computed
-    # in the numpy dtype ``acc`` from the operands' arrays (numpy arrays in the spec's dtypes); the caller
-    # rounds them to the outputs' dtypes.
+    # Semantics: evaluate(op, arrays, acc, extras) -> the new values of the outputs (in ``outputs`` order),
+    # computed in the numpy dtype ``acc`` from the operands' arrays (numpy arrays in the spec's dtypes) and,
+    # for an op with an epilogue, its tensors (``extras``, ir/epilogue.py); the caller rounds them to the
+    # outputs' dtypes.
     evaluate: Callable
     cxx_vars: tuple[str, ...] = ()  # the reference loop's C++ variable for each iteration dim
     header_template: str | None = None  # None: an internal op (no user spec, no header of its own)
@@ -37,22 +38,45 @@ class OpDef:
         return tuple(self.iter_names[j] for j in self.operand_iter_dims[i])
 
 
-def _matmul(op, arrays, acc):
-    """C (+)= A @ B, every product and sum in ``acc``."""
+def _finish(op, value, extras, acc):
+    return op.epilogue.apply(value, extras).astype(acc) if op.epilogue else value
+
+
+def _matmul(op, arrays, acc, extras=None):
+    """C (+)= A @ B (then the epilogue), every product and sum in ``acc``."""
     a, b, c = arrays
     product = a.astype(acc) @ b.astype(acc)
-    return (c.astype(acc) + product if op.accum else product,)
+    return (_finish(op, c.astype(acc) + product if op.accum else product, extras, acc),)
 
 
-def _move(op, arrays, acc):
-    """A copy; storing it in the destination's dtype widens exactly or rounds to nearest even."""
-    return (arrays[0].astype(acc),)
+def _move(op, arrays, acc, extras=None):
+    """A copy (with an epilogue: of the epilogue's result); storing it in the destination's dtype widens
+    exactly or rounds to nearest even."""
+    return (_finish(op, arrays[0].astype(acc), extras, acc),)
 
 
-def _zero(op, arrays, acc):
+def _zero(op, arrays, acc, extras=None):
     import numpy as np
 
     return (np.zeros(arrays[0].shape, dtype=acc),)
+
+
+def _gated(op, arrays, acc, extras=None):
+    """C = act(A @ B1 + bias1) * (A @ B2 + bias2)."""
+    a, b1, b2 = (x.astype(acc) for x in arrays[:3])
+    return (op.epilogue.apply_pair(a @ b1, a @ b2, extras).astype(acc),)
+
+
+def _pair(op, arrays, acc, extras=None):
+    """C1 += A @ B1; C2 += A @ B2 (the gated pair's accumulation)."""
+    a, b1, b2, c1, c2 = (x.astype(acc) for x in arrays)
+    return (c1 + a @ b1, c2 + a @ b2)
+
+
+def _gate(op, arrays, acc, extras=None):
+    """C = act(X1 + bias1) * (X2 + bias2): the store of the gated pair's accumulators."""
+    x1, x2, _ = (x.astype(acc) for x in arrays)
+    return (op.epilogue.apply_pair(x1, x2, extras).astype(acc),)
 
 
 MATMUL = OpDef(
@@ -66,7 +90,28 @@ MATMUL = OpDef(
     cxx_vars=("bb", "i", "p", "j"),
     header_template="op_matmul.hpp.j2",
 )
+GATED = OpDef(
+    kind="gated",
+    iter_names=("batch", "m", "k", "n"),
+    operand_names=("a", "b1", "b2", "c"),
+    operand_iter_dims=((0, 1, 2), (0, 2, 3), (0, 2, 3), (0, 1, 3)),
+    outputs=(3,),
+    reduction_dims=(2,),
+    evaluate=_gated,
+    cxx_vars=("bb", "i", "p", "j"),
+    header_template="op_gated.hpp.j2",
+)
+PAIR = OpDef(
+    "pair",
+    ("batch", "m", "k", "n"),
+    ("a", "b1", "b2", "c1", "c2"),
+    ((0, 1, 2), (0, 2, 3), (0, 2, 3), (0, 1, 3), (0, 1, 3)),
+    (3, 4),
+    (2,),
+    _pair,
+)
+GATE = OpDef("gate", ("batch", "row", "col"), ("x1", "x2", "dst"), ((0, 1, 2),) * 3, (2,), (), _gate)
 MOVE = OpDef("move", ("batch", "row", "col"), ("src", "dst"), ((0, 1, 2), (0, 1, 2)), (1,), (), _move)
 ZERO = OpDef("zero", ("batch", "row", "col"), ("dst",), ((0, 1, 2),), (0,), (), _zero)
 
-OPS = {d.kind: d for d in (MATMUL, MOVE, ZERO)}
+OPS = {d.kind: d for d in (MATMUL, GATED, PAIR, GATE, MOVE, ZERO)}

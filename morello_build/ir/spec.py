@@ -13,11 +13,11 @@ from functools import lru_cache
 from math import prod
 
 from morello_build.ir.dtypes import DType
-from morello_build.ir.epilogue import NO_EPILOGUE, Epilogue
+from morello_build.ir.epilogue import GATE_DEFAULT, NO_EPILOGUE, Epilogue
 from morello_build.ir.layout import Layout
 from morello_build.ir.levels import Level
 from morello_build.ir.machine import ALIAS_MAX, ALIAS_MIN, DEFAULT_LIMITS, L2_WAYS
-from morello_build.ir.ops import MATMUL, MOVE, ZERO
+from morello_build.ir.ops import GATE, GATED, MATMUL, MOVE, PAIR, ZERO
 
 
 @dataclass(frozen=True, order=True)
@@ -163,6 +163,86 @@ class Matmul:
         return Matmul(ops[0], ops[1], ops[2], self.accum, self.serial if serial is None else serial, self.epilogue)
 
 
+@_defined_by(GATED)
+@dataclass(frozen=True, order=True)
+class Gated:
+    """The gated pair: C = act(A · B1 + bias1) ⊙ (A · B2 + bias2) (its epilogue says which bias and act)."""
+
+    a: TensorSpec
+    b1: TensorSpec
+    b2: TensorSpec
+    c: TensorSpec
+    serial: bool = False
+    epilogue: Epilogue = GATE_DEFAULT
+
+    accum = False
+
+    @property
+    def operands(self) -> tuple[TensorSpec, ...]:
+        return (self.a, self.b1, self.b2, self.c)
+
+    @property
+    def iter_shape(self) -> tuple[int, int, int, int]:
+        b, m, k = self.a.shape
+        return (b, m, k, self.c.shape[2])
+
+    def with_operands(self, ops, serial: bool | None = None) -> "Gated":
+        return Gated(*ops, self.serial if serial is None else serial, self.epilogue)
+
+
+@_defined_by(PAIR)
+@dataclass(frozen=True, order=True)
+class Pair:
+    """C1 += A · B1; C2 += A · B2: the gated pair's accumulation, into two register buffers."""
+
+    a: TensorSpec
+    b1: TensorSpec
+    b2: TensorSpec
+    c1: TensorSpec
+    c2: TensorSpec
+    serial: bool = False
+
+    accum = True
+    epilogue = NO_EPILOGUE
+
+    @property
+    def operands(self) -> tuple[TensorSpec, ...]:
+        return (self.a, self.b1, self.b2, self.c1, self.c2)
+
+    @property
+    def iter_shape(self) -> tuple[int, int, int, int]:
+        b, m, k = self.a.shape
+        return (b, m, k, self.c1.shape[2])
+
+    def with_operands(self, ops, serial: bool | None = None) -> "Pair":
+        return Pair(*ops, self.serial if serial is None else serial)
+
+
+@_defined_by(GATE)
+@dataclass(frozen=True, order=True)
+class Gate:
+    """dst = act(x1 + bias1) ⊙ (x2 + bias2): the store of the gated pair's accumulators (its epilogue)."""
+
+    x1: TensorSpec
+    x2: TensorSpec
+    dst: TensorSpec
+    serial: bool = False
+    epilogue: Epilogue = GATE_DEFAULT
+
+    accum = False
+
+    @property
+    def operands(self) -> tuple[TensorSpec, ...]:
+        return (self.x1, self.x2, self.dst)
+
+    @property
+    def iter_shape(self) -> tuple[int, int, int]:
+        return self.dst.shape
+
+    def with_operands(self, ops, serial: bool | None = None) -> "Gate":
+        return Gate(*ops, self.serial if serial is None else serial, self.epilogue)
+
+
 @_defined_by(MOVE)
 @dataclass(frozen=True, order=True)
 class Move:
@@ -209,7 +289,7 @@ class Zero:
         return Zero(ops[0], self.serial if serial is None else serial)
 
 
-Op = Matmul | Move | Zero
+Op = Matmul | Gated | Pair | Gate | Move | Zero
 
 
 LIMITED_LEVELS = tuple(lv for lv in Level if lv.limited)  # in MemoryLimits' (and peaks') order
@@ -268,7 +348,14 @@ class Spec:
 OUTPUT_ALIAS_RUNS = L2_WAYS // 2
 
 
-_ROLES = {"matmul": ("input", "input", "matmul"), "move": ("move", "move"), "zero": ("zero",)}
+_ROLES = {
+    "matmul": ("input", "input", "matmul"),
+    "gated": ("input", "input", "input", "matmul"),
+    "pair": ("input", "input", "input", "matmul", "matmul"),
+    "gate": ("move",) * 3,
+    "move": ("move", "move"),
+    "zero": ("zero",),
+}
 
 
 @lru_cache(maxsize=1 << 18)

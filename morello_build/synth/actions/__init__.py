@@ -9,6 +9,7 @@ one back.
 
 from morello_build.synth.actions.accum import Select, ToAccum
 from morello_build.synth.actions.move import MoveOperand
+from morello_build.synth.actions.pair import PairToAccum, SplitPair
 from morello_build.synth.actions.plan import (
     Plan,
     Refusal,
@@ -21,7 +22,7 @@ from morello_build.synth.actions.plan import (
 from morello_build.synth.actions.policy import enumerate_actions
 from morello_build.synth.actions.tile import Tile
 
-ACTIONS = (Select, Tile, MoveOperand, ToAccum)
+ACTIONS = (Select, Tile, MoveOperand, ToAccum, PairToAccum, SplitPair)
 _BY_TAG = {cls.TAG: cls for cls in ACTIONS}
 
 
@@ -36,9 +37,11 @@ def decode(text: str, op):
 __all__ = [
     "ACTIONS",
     "MoveOperand",
+    "PairToAccum",
     "Plan",
     "Refusal",
     "Select",
+    "SplitPair",
     "Tile",
     "ToAccum",
     "decode",

@@ -79,7 +79,7 @@ def tile_op(op, shape, accum: bool = False):
 def rounds_partial_sums(op) -> bool:
     """A split of k would round C's partial sums after every slice: C is bf16 in memory (accumulate in
     f32 registers instead)."""
-    return op.c.dtype == DType.BF16 and op.c.level.has_memory_buffers
+    return any(op.operands[i].dtype == DType.BF16 and op.operands[i].level.has_memory_buffers for i in op.outputs)
 
 
 def indexes_registers(op, dims) -> bool:

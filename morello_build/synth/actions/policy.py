@@ -9,6 +9,7 @@ from morello_build.ir.spec import DType, Level, Matmul, Spec
 from morello_build.synth import cost as costmodel
 from morello_build.synth.actions.accum import Select, ToAccum
 from morello_build.synth.actions.move import MoveOperand
+from morello_build.synth.actions.pair import PairToAccum, SplitPair
 from morello_build.synth.actions.tile import Tile
 
 
@@ -136,6 +137,29 @@ def enumerate_actions(spec: Spec, target):
                 yield Tile(tile)
         for i in range(3):
             yield from _move_options(op, i, target)
+    elif op.kind == "gated":
+        yield from _gated_actions(op, full, target)
+    elif op.kind == "pair":
+        yield SplitPair()
+        yield from (Tile(tile) for tile in _tiles_one_dim(full, (0, 1, 3, 2)))
+        if op.a.level == Level.GL:
+            yield MoveOperand(0, Level.L1)
     else:
         for tile in _tiles_one_dim(full, (0, 1, 2)):
             yield Tile(tile)
+
+
+def _gated_actions(op, full, target):
+    """The gated pair: its accumulators in registers where C's tile fits them, loops over the output (not
+    over k: the gate needs whole sums), and A's buffers as for a matmul with B1."""
+    if target.lanes:
+        yield PairToAccum(Level.VRF)
+    if op.c.volume * 4 * 2 <= target.limits().rf:
+        yield PairToAccum(Level.RF)
+    out_dims = (0, 1, 3)
+    for tile in _tiles_one_dim(full, out_dims, {1: target.accumulator_rows}):
+        yield Tile(tile)
+    if not op.serial and target.threads > 1:
+        for tile in _parallel_tiles(full, out_dims):
+            yield Tile(tile, parallel=True)
+    yield from _move_options(Matmul(op.a, op.b1, op.c, serial=op.serial), 0, target)  # A: as for A·B1

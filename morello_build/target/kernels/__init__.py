@@ -5,12 +5,13 @@ Kernels are generic over the vector width: the ISA helper templates (templates/i
 vector ISA one vocabulary (``mv::fma``, ``mv::load_bf16`` ...), so an emitter is written once. Registers
 hold f32 only (bf16 is widened on the way in and rounded on the way out). One module per family:
 ``outer`` (register-tile outer products), ``dot`` (dot-product loops), ``moves`` (loads, stores, packing
-copies), ``zero``. Adding a kernel is adding one record to a family and to ``CATALOG``.
+copies; ``epilogue``: the terms a store applies), ``gate`` (the gated pair's store), ``zero``. Adding a
+kernel is adding one record to a family and to ``CATALOG``.
 """
 
 from __future__ import annotations
 
-from morello_build.target.kernels import dot, moves, outer, zero
+from morello_build.target.kernels import dot, gate, moves, outer, zero
 from morello_build.target.kernels.common import (
     KernelDef,
     columns_unit_stride,
@@ -31,6 +32,8 @@ CATALOG: tuple[KernelDef, ...] = (
     moves.SCALAR_LOAD,
     moves.SCALAR_STORE,
     moves.COPY,
+    gate.VGATE,
+    gate.SGATE,
     zero.VZERO,
     zero.SZERO,
     zero.MEMZERO,

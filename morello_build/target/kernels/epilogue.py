@@ -33,13 +33,13 @@ def cost(op, registers: int) -> Features:
     return Features.of(vec_load=loads, vec_op=ops) + residual
 
 
-def _column(dst, root: str):
+def column_binding(dst, root: str):
     """A binding of an N-value term at the columns of ``dst`` (a tile of the user's C)."""
     _, _, n = dst.shape
     return replace(dst, root=root, shape=(1, 1, n), layout=row_major(), origin=(Affine(), Affine(), dst.origin[2]))
 
 
-def _check_root(lw, dst) -> None:
+def root_of_c(lw, dst) -> None:
     if dst.root != "c" or dst.level != Level.GL:
         raise lw.error(f"an epilogue stores into the user's C, not {dst.root}")
 
@@ -47,7 +47,7 @@ def _check_root(lw, dst) -> None:
 def emit_vector(lw, op, dst, first, reg: str, n: int) -> str:
     """Emit the epilogue of one register (``n`` lanes along C's row from ``first``) into a fresh value;
     returns its name."""
-    _check_root(lw, dst)
+    root_of_c(lw, dst)
     e, v = op.epilogue, lw.v
     col = (0, 0, first[2])
     out = lw.fresh("e")
@@ -55,9 +55,9 @@ def emit_vector(lw, op, dst, first, reg: str, n: int) -> str:
     if e.scale:
         lw.emit(f"{out} = {v}::mul({out}, {v}::bcast(scale));")
     if e.colscale:
-        lw.emit(f"{out} = {v}::mul({out}, {v}::load_f32({lw.ptr(_column(dst, 'colscale'), col)}, {n}));")
+        lw.emit(f"{out} = {v}::mul({out}, {v}::load_f32({lw.ptr(column_binding(dst, 'colscale'), col)}, {n}));")
     if e.bias:
-        lw.emit(f"{out} = {v}::add({out}, {v}::load_f32({lw.ptr(_column(dst, 'bias'), col)}, {n}));")
+        lw.emit(f"{out} = {v}::add({out}, {v}::load_f32({lw.ptr(column_binding(dst, 'bias'), col)}, {n}));")
     if e.act:
         lw.emit(f"{out} = {v}::{e.activation.helper}({out});")
     if e.residual:
@@ -68,15 +68,15 @@ def emit_vector(lw, op, dst, first, reg: str, n: int) -> str:
 
 def scalar_value(lw, op, dst, local, value: str) -> str:
     """The C++ expression of one element's epilogue applied to ``value`` (an f32 expression)."""
-    _check_root(lw, dst)
+    root_of_c(lw, dst)
     e, y = op.epilogue, value
     col = (0, 0, local[2])
     if e.scale:
         y = f"{y} * scale"
     if e.colscale:
-        y = f"{y} * {lw.elem(_column(dst, 'colscale'), col)}"
+        y = f"{y} * {lw.elem(column_binding(dst, 'colscale'), col)}"
     if e.bias:
-        y = f"{y} + {lw.elem(_column(dst, 'bias'), col)}"
+        y = f"{y} + {lw.elem(column_binding(dst, 'bias'), col)}"
     if e.act:
         y = f"::{lw.rt}::{e.activation.helper}({y})"
     if e.residual:

@@ -55,7 +55,7 @@ def _vstore_cost(op, target):
     return store + epilogue.cost(op, 1)
 
 
-def _vector_groups(lw, mem, regb, shape):
+def vector_groups(lw, mem, regb, shape):
     """Elements of a ≤W-element tile grouped by register: [(reg, first mem local, count)]."""
     import itertools
 
@@ -79,7 +79,7 @@ def _vector_groups(lw, mem, regb, shape):
 def _vload_emit(lw, node, binds) -> None:
     src, dst = binds
     fn = "load_bf16" if src.dtype == BF16 else "load_f32"
-    for name, first, n in _vector_groups(lw, src, dst, node.spec.op.src.shape):
+    for name, first, n in vector_groups(lw, src, dst, node.spec.op.src.shape):
         lw.emit(f"{name} = {lw.v}::{fn}({lw.ptr(src, first)}, {n});")
         lw.zero_regs -= {name}
 
@@ -88,7 +88,7 @@ def _vstore_emit(lw, node, binds) -> None:
     src, dst = binds
     fn = "store_bf16" if dst.dtype == BF16 else "store_f32"
     op = node.spec.op
-    for name, first, n in _vector_groups(lw, dst, src, op.src.shape):
+    for name, first, n in vector_groups(lw, dst, src, op.src.shape):
         value = epilogue.emit_vector(lw, op, dst, first, name, n) if op.epilogue else name
         lw.emit(f"{lw.v}::{fn}({lw.ptr(dst, first)}, {value}, {n});")
 
