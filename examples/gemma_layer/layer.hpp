@@ -15,11 +15,10 @@
 #include "morello/gemma_attn_out.hpp"
 #include "morello/gemma_down.hpp"
 #include "morello/gemma_ff_proj.hpp"
+#include "morello/gemma_gelu_probe.hpp"
 #include "morello/gemma_qkv.hpp"
-#include "reference.hpp"
-#ifdef GEMMA_LAYER_HAVE_GATED
 #include "morello/gemma_gate_up.hpp"
-#endif
+#include "reference.hpp"
 
 namespace layer {
 
@@ -30,12 +29,7 @@ static_assert(gemma::qkv_info::m == 1 && gemma::qkv_info::k == kModel && gemma::
 static_assert(gemma::attn_out_info::k == kQ && gemma::attn_out_info::n == kModel, "attention output");
 static_assert(gemma::ff_proj_info::k == kModel && gemma::ff_proj_info::n == kFF, "gate or up alone");
 static_assert(gemma::down_info::k == kFF && gemma::down_info::n == kModel, "down");
-#ifdef GEMMA_LAYER_HAVE_GATED
 static_assert(gemma::gate_up_info::k == kModel && gemma::gate_up_info::n == kFF, "gate/up");
-constexpr bool kFused = true;
-#else
-constexpr bool kFused = false;  // this morello-build has no `gated` yet: the "fused" layer runs the unfused one
-#endif
 
 // N rows of K bf16 values, uniform in +-6/sqrt(K) (outputs of about unit size times 2: GELU's curved part).
 inline harness::Buffer<uint16_t> random_weights(int K, int N, uint64_t seed) {
@@ -90,11 +84,7 @@ void gate_up_unfused(const Weights& w, Activations& a, PF& pf) {
 
 template <class PF>
 void gate_up_fused(const Weights& w, Activations& a, PF& pf) {
-#ifdef GEMMA_LAYER_HAVE_GATED
   gemma::gate_up(a.x.data(), w.gate.data(), w.up.data(), a.h.data(), pf);  // gelu(x Wgate) * (x Wup)
-#else
-  gate_up_unfused(w, a, pf);
-#endif
 }
 
 template <class PF>
@@ -114,12 +104,8 @@ void run_unfused(const Weights& w, Activations& a, PF&& pf) {
 }
 
 inline bool kernels_supported() {
-  bool ok = gemma::qkv_supported() && gemma::attn_out_supported() && gemma::ff_proj_supported() &&
-            gemma::down_supported();
-#ifdef GEMMA_LAYER_HAVE_GATED
-  ok = ok && gemma::gate_up_supported();
-#endif
-  return ok;
+  return gemma::qkv_supported() && gemma::attn_out_supported() && gemma::gate_up_supported() &&
+         gemma::down_supported() && gemma::ff_proj_supported() && gemma::gelu_probe_supported();
 }
 
 // A read sweep over the layer's weights: the memory-bound floor of its GEMVs.

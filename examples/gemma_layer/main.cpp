@@ -23,9 +23,6 @@
 #ifdef GEMMA_LAYER_HAVE_ONEDNN
 #include "onednn_layer.hpp"
 #endif
-#ifdef GEMMA_LAYER_HAVE_EPILOGUE
-#include "morello/gemma_gelu_probe.hpp"
-#endif
 
 namespace {
 
@@ -53,11 +50,7 @@ void print_kernels() {
   using namespace gemma;
   row("qkv", qkv_info::spec, qkv_info::isa, qkv_info::threads);
   row("attn_out", attn_out_info::spec, attn_out_info::isa, attn_out_info::threads);
-#ifdef GEMMA_LAYER_HAVE_GATED
   row("gate_up", gate_up_info::spec, gate_up_info::isa, gate_up_info::threads);
-#else
-  std::printf("  gate_up   NOT AVAILABLE: this morello-build has no `gated`; the fused layer runs the unfused one\n");
-#endif
   row("down", down_info::spec, down_info::isa, down_info::threads);
   row("ff_proj", ff_proj_info::spec, ff_proj_info::isa, ff_proj_info::threads);
   std::printf("  (ff_proj: gate and up one at a time, for the unfused layer)\n");
@@ -100,14 +93,12 @@ bool check_gelu() {
   for (size_t i = 0; i < x.size(); ++i) plain[i] = reference::gelu(x[i]);
   std::vector<Check> checks{reference::check_gelu("GELU of the plain loops (tanhf) vs double", x.data(),
                                                   plain.data(), int(x.size()))};
-#ifdef GEMMA_LAYER_HAVE_EPILOGUE
   static_assert(gemma::gelu_probe_info::k == 1 && gemma::gelu_probe_info::n == 4096, "C = gelu(1 * B)");
   std::vector<float> got(x.size());
   const float one = 1.0f;
   gemma::gelu_probe(&one, x.data(), got.data());
   checks.push_back(reference::check_gelu("GELU epilogue (matmul 1x1x4096 act=gelu) vs double", x.data(),
                                          got.data(), int(x.size())));
-#endif
   return report(checks);
 }
 
@@ -116,7 +107,7 @@ bool run_checks(const layer::Weights& w) {
   harness::Pool pool(2);
   layer::Activations a(7), b(7);
   layer::run_fused(w, a, SerialFor());
-  bool ok = report(check_layer(layer::kFused ? "fused" : "fused (stand-in)", w, a, false));
+  bool ok = report(check_layer("fused", w, a, false));
   layer::run_fused(w, b, harness::PoolFor{&pool});
   const bool same2 = same_outputs(a, b);
   std::printf("  %-52s %s\n", "fused on 2 threads: bitwise the 1-thread result", same2 ? "ok" : "FAIL");
@@ -158,7 +149,7 @@ int time_layer(const Options& o, const std::vector<std::unique_ptr<layer::Weight
     harness::PoolFor pf{&pool};
     std::string notes;
     std::vector<Contender> cs;
-    cs.push_back({layer::kFused ? "morello, fused gate/up (gated)" : "morello, fused STAND-IN (no gated)",
+    cs.push_back({"morello, fused gate/up (gated)",
                   [&](int c) { layer::run_fused(*w[size_t(c)], a, pf); }});
     cs.push_back({"(a) morello unfused: gate, up GEMVs + GELU*up loop",
                   [&](int c) { layer::run_unfused(*w[size_t(c)], a, pf); }});
@@ -201,11 +192,7 @@ int bench_gate_up(const Options& o) {
     layer::gelu_mul(a.g.data(), a.u.data(), a.h.data(), kFF, pf);
   };
   auto fused = [&](int c, auto& pf) {
-#ifdef GEMMA_LAYER_HAVE_GATED
     gemma::gate_up(a.x.data(), w[size_t(c)].gate.data(), w[size_t(c)].up.data(), a.h.data(), pf);
-#else
-    unfused(c, pf);
-#endif
   };
   SerialFor serial;
   fused(0, serial);
@@ -217,7 +204,7 @@ int bench_gate_up(const Options& o) {
     harness::Pool pool(t);
     harness::PoolFor pf{&pool};
     std::vector<Contender> cs;
-    cs.push_back({layer::kFused ? "morello gated (fused)" : "morello gated STAND-IN (no gated: unfused)",
+    cs.push_back({"morello gated (fused)",
                   [&](int c) { fused(c, pf); }});
     cs.push_back({"2 x morello GEMV + GELU*up pass", [&](int c) { unfused(c, pf); }});
     cs.push_back({std::string("read sweep over both matrices (") + harness::sweep_isa() + ")", [&](int c) {
