@@ -15,7 +15,7 @@ ROOT=$(pwd)
 BUILD_DIR=${BUILD_DIR:-build/gemma_layer}
 JOBS=${JOBS:-$(nproc 2>/dev/null || echo 2)}
 MIN_TIME=${MIN_TIME:-3}
-say() { printf '\n== %s\n' "$*"; }
+say() { printf '\n== [%ss] %s\n' "$SECONDS" "$*"; }
 
 # -- Debian packages: compiler, Ninja, Python venv support, oneDNN (the peer; its CMake config needs OpenCL's
 # headers) ------------------------------------------------------------------------------------------------------
