@@ -131,7 +131,7 @@ void print_table(int threads, int rounds, const std::vector<Contender>& cs, doub
                  size_t sweep) {
   const double tb = cs[base].median(), ts = cs[sweep].median();
   std::printf("\n%d thread%s, median of %d interleaved rounds:\n", threads, threads > 1 ? "s" : "", rounds);
-  std::printf("  %-58s %9s %9s %9s %9s\n", "", "ms", "GB/s", "vs first", "of sweep");
+  std::printf("  %-58s %9s %9s %9s %9s\n", "", "ms", "GB/s", "/ fused", "of sweep");
   for (const Contender& c : cs) {
     const double t = c.median();
     std::printf("  %-58s %9.3f %9.1f %8.2fx %9.3f\n", c.name.c_str(), t * 1e3, bytes / t * 1e-9, t / tb, ts / t);
@@ -141,7 +141,7 @@ void print_table(int threads, int rounds, const std::vector<Contender>& cs, doub
 int time_layer(const Options& o, const std::vector<std::unique_ptr<layer::Weights>>& w) {
   const int copies = int(w.size());
   std::printf("\ntime per layer: %.1f MiB of bf16 weights, %d copies rotated (every call reads from DRAM);\n"
-              "GB/s of weights; 'vs first': time / the fused layer's; 'of sweep': read-sweep time / time\n",
+              "GB/s of weights; '/ fused': time / the fused layer's; 'of sweep': read-sweep time / time\n",
               layer::Weights::bytes() / (1 << 20), copies);
   layer::Activations a(7);
   for (int t : o.threads) {
