@@ -211,7 +211,10 @@ __attribute__((target("avx512f"))) inline uint64_t sweep_avx512(const char* p, s
   }
   const __m512i s = _mm512_add_epi64(_mm512_add_epi64(_mm512_add_epi64(s0, s1), _mm512_add_epi64(s2, s3)),
                                      _mm512_add_epi64(_mm512_add_epi64(s4, s5), _mm512_add_epi64(s6, s7)));
-  uint64_t r = uint64_t(_mm512_reduce_add_epi64(s));
+  alignas(64) uint64_t lanes[8];  // (not _mm512_reduce_add_epi64: GCC 12 warns -Wuninitialized inside it)
+  _mm512_store_si512(lanes, s);
+  uint64_t r = 0;
+  for (uint64_t v : lanes) r += v;
   for (; i < bytes; ++i) r += uint8_t(p[i]);
   return r;
 }
