@@ -270,6 +270,10 @@ def test_rebuild_only_what_changed(fresh_venv, tmp_path):
     assert "100% tests passed" in tests.stdout and "disp_test" in tests.stdout, tests.stdout
     bench = run([b / "disp_benchmark", "--benchmark_min_time=0.001"], env=env)  # ISA dispatch + BENCHMARK
     assert "morello::disp/real_time" in bench.stdout, bench.stdout
+    # disp has every epilogue term: its test passes them through NAME_call (PASS, or SKIP: 77).
+    epilogue = run([b / "disp_test"], env=env, check=False)
+    assert epilogue.returncode in (0, 77), epilogue.stdout
+    assert epilogue.returncode == 77 or 'epilogue "scale colscale bias act=gelu residual"' in epilogue.stdout
 
     # No-op build: nothing runs at all.
     noop = build(b, env)

@@ -70,7 +70,7 @@ def test_op_semantics():
     assert np.allclose(out, c + a @ b)
     (out,) = MATMUL.evaluate(dataclasses.replace(op, accum=False), [a, b, None], np.float64)
     assert np.allclose(out, a @ b)
-    assert MOVE.evaluate(None, [a, None], np.float32)[0].dtype == np.float32
+    assert MOVE.evaluate(Move(op.a, op.a), [a, None], np.float32)[0].dtype == np.float32
     assert not ZERO.evaluate(None, [np.full((1, 2, 2), np.nan)], np.float32)[0].any()
 
 

@@ -11,6 +11,9 @@ Tolerance (stated, per output element): with S = sum_k |a||b| (+ |c_old| for acc
 very inputs the kernel got (bf16 inputs widened exactly),
     |kernel - exact| <= 1e-5 * sqrt(K) * S            (f32 accumulation, any summation order)
                       + 2^-8 * |exact|                 (only when c is bf16: one rounding of the output).
+With an epilogue (terms as keyword arguments), the sum's part is multiplied by |scale * colscale[n]| and the
+activation's largest slope (1.13), plus 2^-21 times the magnitudes of the epilogue's intermediate values
+(check_epilogue_against_numpy).
 """
 
 from __future__ import annotations
@@ -71,6 +74,13 @@ AWKWARD_SPECS = [
     "matmul 5x2x1 a=bf16:col b=bf16:col c=bf16:col batch=2 accum",
 ]
 ALL_SPECS = COMBO_SPECS + AWKWARD_SPECS
+# Epilogue terms as keyword arguments (built into the same extension as the specs above).
+EPILOGUE_SPECS = [
+    "matmul 4x64x20 scale colscale bias act=gelu residual",  # every term
+    "matmul 1x37x19 b=bf16:col c=bf16 bias act=silu",  # GEMV, bf16 output, odd N
+    "matmul 2x5x3 a=bf16:col batch=2 colscale act=relu residual",  # batch: residual (2, 2, 3)
+    "gated 2x40x13 b=bf16:col bias act=silu",  # the gated pair: f(a, b1, b2, bias1=, bias2=)
+]
 
 
 @pytest.fixture(scope="session")
@@ -78,8 +88,8 @@ def kernels(pyapi_cache_dir):
     """spec -> Kernel, all built in one extension (one compile, one link)."""
     from morello_build.ir.grammar import format_spec, parse_spec
 
-    ks = pyapi.compile_kernels(ALL_SPECS)
-    return {format_spec(parse_spec(s)): k for s, k in zip(ALL_SPECS, ks)}
+    ks = pyapi.compile_kernels(ALL_SPECS + EPILOGUE_SPECS)
+    return {format_spec(parse_spec(s)): k for s, k in zip(ALL_SPECS + EPILOGUE_SPECS, ks)}
 
 
 def _kernel(kernels, spec):
@@ -218,6 +228,98 @@ def test_out_must_not_overlap(kernels):
     x, y = np.array([[1.5]], BF16), np.array([[2.0]], BF16)
     with pytest.raises(ValueError, match=r"^out: must not overlap a or b"):
         g(x, y, out=x)
+
+
+# -- epilogues: terms as keyword arguments ---------------------------------------------------------
+def check_epilogue_against_numpy(f: pyapi.Kernel, a, b, terms, got) -> None:
+    """y = act(scale * colscale * A·B + bias) + residual in f64 on the kernel's inputs. Tolerance: the sum's
+    (as above) times the activation's slope and |scale * colscale|, plus a few f32 roundings of the
+    epilogue's intermediate values (and one bf16 rounding of the output when c is bf16)."""
+    from morello_build.ir.epilogue import ACTIVATIONS
+
+    la, lb, lc = f.layouts
+    A, B, G = _logical(a, la), _logical(b, lb), _logical(got, lc)
+    factor = np.float64(terms.get("scale", 1.0)) * terms.get("colscale", np.ones(f.n, np.float32)).astype(np.float64)
+    x = factor * (A @ B) + terms.get("bias", np.zeros(f.n, np.float32)).astype(np.float64)
+    act = next((ACTIVATIONS[t[4:]] for t in f.epilogue.split() if t.startswith("act=")), None)
+    y = act.numpy(x) if act else x
+    residual = terms["residual"].reshape(y.shape).astype(np.float64) if "residual" in terms else 0.0
+    exact = y + residual
+    slope = 1.13 if act else 1.0
+    tol = slope * np.abs(factor) * 1e-5 * np.sqrt(f.k) * (np.abs(A) @ np.abs(B))
+    tol += 2.0**-21 * (np.abs(x) + np.abs(y) + np.abs(residual) + np.abs(exact)) + 1e-30
+    if f.dtypes[2] == "bf16":
+        tol += 2.0**-8 * np.abs(exact)
+    err = np.abs(G - exact)
+    bad = err > tol
+    assert not bad.any(), f"{f.spec}: {bad.sum()} of {bad.size} outputs off; worst error {err.max():.3g}"
+
+
+def test_gated_pair_matches_numpy(kernels):
+    f = _kernel(kernels, "gated 2x40x13 b=bf16:col bias act=silu")
+    assert [p.name for p in f.params] == ["a", "b1", "b2", "c", "bias1", "bias2"]
+    rng = np.random.default_rng(15)
+    a = rng.uniform(-1, 1, (2, 40)).astype(np.float32)
+    b1, b2 = (rng.uniform(-1, 1, (13, 40)).astype(ml_dtypes.bfloat16) for _ in range(2))  # N×K: col
+    terms = {t: rng.uniform(-1, 1, 13).astype(np.float32) for t in ("bias1", "bias2")}
+    g = a.astype(np.float64) @ b1.astype(np.float64).T + terms["bias1"]
+    u = a.astype(np.float64) @ b2.astype(np.float64).T + terms["bias2"]
+    want = g / (1 + np.exp(-g)) * u
+    tol = 4 * 42 * 2.0**-24 * np.abs(a) @ (np.abs(b1.astype(np.float64)) + np.abs(b2.astype(np.float64))).T
+    np.testing.assert_array_less(np.abs(f(a, b1, b2, **terms) - want), 2 * tol * (np.abs(u) + np.abs(g) + 2) + 1e-6)
+    with pytest.raises(TypeError, match=r"^bias2: required argument missing"):
+        f(a, b1, b2, bias1=terms["bias1"])
+
+
+@pytest.mark.parametrize("spec", [s for s in EPILOGUE_SPECS if s.startswith("matmul")])
+def test_epilogue_terms_match_numpy(kernels, spec):
+    f = _kernel(kernels, spec)
+    a, b, _ = f.random_inputs(rng=11)
+    terms = f.random_terms(rng=12)
+    assert tuple(terms) == f.terms and f.epilogue in spec
+    want = f.reference(a, b, **terms)
+    check_epilogue_against_numpy(f, a, b, terms, want)
+    check_epilogue_against_numpy(f, a, b, terms, f(a, b, **terms))
+    np.testing.assert_array_equal(f(a, b, parallel=False, **terms), f(a, b, **terms))
+    out = np.empty(f.shapes[2], want.dtype)
+    assert f(a, b, out=out, **terms) is out
+
+
+def test_epilogue_params_and_shapes(kernels):
+    f = _kernel(kernels, "matmul 4x64x20 scale colscale bias act=gelu residual")
+    assert [p.name for p in f.params] == ["a", "b", "c", "scale", "colscale", "bias", "residual"]
+    assert f.terms == ("scale", "colscale", "bias", "residual") and f.shapes == ((4, 64), (64, 20), (4, 20))
+    assert [p.shape for p in f.params[3:]] == [None, (20,), (20,), (4, 20)]
+    g = _kernel(kernels, "matmul 2x5x3 a=bf16:col batch=2 colscale act=relu residual")
+    assert g.shapes == ((2, 5, 2), (2, 5, 3), (2, 2, 3)) and g.params[-1].shape == (2, 2, 3)
+    h = _kernel(kernels, "matmul 7x13x29")
+    assert h.terms == () and h.epilogue == ""
+
+
+def test_epilogue_argument_errors_name_the_argument(kernels):
+    f = _kernel(kernels, "matmul 4x64x20 scale colscale bias act=gelu residual")
+    a, b, _ = f.random_inputs(rng=13)
+    terms = f.random_terms(rng=14)
+    without = {k: v for k, v in terms.items() if k != "bias"}
+    with pytest.raises(TypeError, match=r"^bias: required argument missing; call f\(a, b\[, out=\], scale=, "):
+        f(a, b, **without)
+    with pytest.raises(TypeError, match=r"^bias: required argument missing"):
+        f.reference(a, b, **without)
+    with pytest.raises(TypeError, match=r"^shift: unexpected argument"):
+        f(a, b, shift=1.0, **terms)
+    with pytest.raises(ValueError, match=r"^colscale: expected shape \(20,\) float32 .*got \(19,\)"):
+        f(a, b, **dict(terms, colscale=terms["colscale"][:19].copy()))
+    with pytest.raises(TypeError, match=r"^residual: expected shape \(4, 20\) float32.*got \(4, 20\) float64"):
+        f(a, b, **dict(terms, residual=terms["residual"].astype(np.float64)))
+    with pytest.raises(TypeError, match=r"^scale: expected a float, got str"):
+        f(a, b, **dict(terms, scale="2"))
+    with pytest.raises(ValueError, match=r"^out: must not overlap a, b, colscale, bias or residual"):
+        f(a, b, out=terms["residual"], **terms)
+    g = _kernel(kernels, "matmul 7x13x29")  # no epilogue: no terms accepted
+    x, y, _ = g.random_inputs(rng=15)
+    with pytest.raises(TypeError, match=r"^bias: unexpected argument; call f\(a, b\[, out=\]\); spec: matmul 7x13x29"):
+        g(x, y, bias=np.zeros(29, np.float32))
+    np.testing.assert_array_equal(g(a=x, b=y), g(x, y))  # inputs by name, as before
 
 
 def test_bad_spec_is_a_spec_error():

@@ -18,8 +18,11 @@
 #   DB         synthesis database, relative to the current source dir; none (also off, no, 0, false): no DB
 #              (default: the cache variable MorelloBuild_DB if set, else the generator's default)
 #   TEST       adds the executable <target>_test and the ctest <target>_test: the kernel against
-#              <fn>_reference on random data (skipped, return code 77, when <fn>_supported() is false)
-#   BENCHMARK  adds the Google Benchmark executable <target>_benchmark (GFLOP/s and GB/s counters)
+#              <fn>_reference on random data (skipped, return code 77, when <fn>_supported() is false);
+#              every parameter (epilogue terms too) through the header's <fn>_param / <fn>_call (C++11;
+#              the tolerance is stated in templates/kernel_test.cpp.in)
+#   BENCHMARK  adds the Google Benchmark executable <target>_benchmark (GFLOP/s and GB/s counters), calling
+#              <fn>_call with every parameter
 #   EXPORT     install(TARGETS ... EXPORT <set>) set (default: MorelloKernels); NO_INSTALL: no rules
 #   Target properties: MORELLO_SPEC (as given), MORELLO_CANONICAL_SPEC, MORELLO_ISA, MORELLO_THREADS, MORELLO_NAME,
 #   MORELLO_NAMESPACE, MORELLO_HEADER ("morello/<target>.hpp"); exported with the target.

@@ -6,6 +6,10 @@
     >>> w = np.random.rand(16384, 2048).astype(ml_dtypes.bfloat16)   # b=bf16:col is stored as N rows of K
     >>> y = f(x, w)                                                   # (1, 16384) float32
 
+An epilogue's terms are keyword arguments named as in the header (``f(x, w, bias=..., residual=...)``,
+``scale=`` a float): the wrapper reads the kernel's parameters from the header's table (``NAME_param``) and
+calls its type-erased ``NAME_call``, so nothing here depends on the op or its parameter list.
+
 Arrays are passed **as stored**: an operand with layout ``row`` is ``(rows, cols)``, one with layout ``col`` is
 ``(cols, rows)`` (so B ``K×N`` with ``b=...:col`` is an ``(N, K)`` array); with ``batch=B`` every operand gets a
 leading ``B`` dim. f32 is ``numpy.float32``; bf16 is ``ml_dtypes.bfloat16`` (or ``numpy.uint16`` holding the raw
@@ -19,8 +23,8 @@ How the build works (all steps cached under ``$MORELLO_CACHE_DIR``, default ``~/
 * one generic pybind11 binding object (``binding-<hash>.o``), compiled once per compiler / flags / Python /
   pybind11 — the only part that parses pybind11 headers (~4 s);
 * one object for the kernels of a call (``kernels-<hash>.o``; the headers are ``kernel-<hash>.hpp``), keyed by
-  the header bytes + compiler + flags; it exports plain C table entries (function pointers + ``NAME_info``)
-  and includes no pybind11;
+  the header bytes + compiler + flags; it exports plain C table entries (the header's ``NAME_param`` and
+  type-erased ``NAME_call``/``NAME_reference_call``, ``NAME_info``) and includes no pybind11;
 * a tiny table object and a link step give the extension ``ext/_mb_<hash>-<hash><EXT_SUFFIX>``.
 
 The C++ sources are the templates ``templates/pyapi_*.j2`` (entry struct, kernel exports, pybind11 module,

@@ -1,0 +1,248 @@
+"""Epilogues and the gated pair (issue 22): the grammar, and every ISA's programs against numpy in float64:
+compiled and run where this CPU runs the ISA, run by the interpreter where it does not.
+
+The compiled check calls each kernel through its type-erased entry points (NAME_call, NAME_param) from one
+small C++ driver: inputs come from .npy-like raw files that numpy wrote, outputs go back to numpy. The
+default call, a reverse-order parallel-for and a threaded one must give identical bytes.
+"""
+
+from __future__ import annotations
+
+import functools
+import shutil
+import subprocess
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from morello_build.check.interpret import interpret, reference
+from morello_build.check.testing import cxx
+from morello_build.codegen import emit_header
+from morello_build.ir.epilogue import ACTIVATIONS
+from morello_build.ir.grammar import SpecError, format_spec, parse_spec
+from morello_build.synth.search import synthesize
+from morello_build.target import TARGETS, get_target, runnable_isas
+
+SPECS = (
+    "matmul 1x37x19 bias act=gelu",  # a GEMV, odd sizes
+    "matmul 5x7x11 c=bf16 scale colscale bias act=silu residual",  # every term, bf16 output
+    "matmul 2x8x9 b=bf16:col batch=2 act=relu residual",  # weights N×K, a batch
+    "matmul 2x8x19 a=bf16 b=bf16 c=bf16 scale",
+    "gated 1x29x13 b=bf16:col bias act=gelu",  # the FFN's decode GEMV pair
+    "gated 4x11x21 c=bf16 act=silu",
+    "gated 3x8x7 b=bf16 batch=2 act=relu",
+)
+U = 2.0**-24
+
+
+@functools.lru_cache(maxsize=None)
+def _program(spec: str, isa: str):
+    user = parse_spec(spec)
+    target = get_target(isa, threads=2)
+    impl, _ = synthesize(user.to_spec(), target)
+    return user, target, impl
+
+
+def _inputs(user, rng):
+    """The operands as numpy arrays of the spec's dtypes (logical shapes, batch first), and the terms."""
+    shapes = user.operand_shapes()
+    dtypes = [np.float32 if d.value == "f32" else ml_dtypes.bfloat16 for d in user.operand_dtypes()]
+    arrays = [rng.uniform(-1, 1, s).astype(dt) for s, dt in zip(shapes[:-1], dtypes)]
+    n = user.n
+    terms = {
+        "scale": np.float32(0.75),
+        "colscale": rng.uniform(0.5, 1.5, n).astype(np.float32),
+        "bias": rng.uniform(-1, 1, n).astype(np.float32),
+        "bias1": rng.uniform(-1, 1, n).astype(np.float32),
+        "bias2": rng.uniform(-1, 1, n).astype(np.float32),
+        "residual": rng.uniform(-1, 1, shapes[-1]).astype(np.float32),
+    }
+    return arrays, {t: terms[t] for t in user.epilogue.tensors}
+
+
+def _tolerance(user, arrays, extras, got, want):
+    """Per element: each sum's rounding bound 2(K+2)u·Σ|a||b| carried through the epilogue (the scales, the
+    activation's slope, the gate's other factor), a few ulps for the terms and the activation, and one
+    bf16 ulp for a bf16 output."""
+    a = np.abs(arrays[0].astype(np.float64))
+    sums = [a @ np.abs(b.astype(np.float64)) * 2 * (user.k + 2) * U for b in arrays[1:]]
+    e = user.epilogue
+    slope = ACTIVATIONS[e.act].slope if e.act else 1.0
+    if e.pair:
+        up = np.abs(arrays[0].astype(np.float64) @ arrays[2].astype(np.float64)) + sums[1] + 2
+        gate = np.abs(arrays[0].astype(np.float64) @ arrays[1].astype(np.float64)) + sums[0] + 2
+        tol = slope * sums[0] * up + gate * sums[1]
+    else:
+        scale = (float(extras.get("scale", 1.0))) * np.abs(extras.get("colscale", 1.0))
+        tol = slope * scale * sums[0]
+    tol = tol + 16 * U * (np.abs(got) + np.abs(want)) + 1e-30
+    if user.dtypes[2].value == "bf16":
+        tol = tol + 2.0**-7 * np.maximum(np.abs(got), np.abs(want))
+    return tol
+
+
+def _check(user, arrays, extras, got):
+    want = reference(user.to_spec(), *arrays, extras=extras).astype(np.float64)
+    got = np.asarray(got).astype(np.float64).reshape(want.shape)
+    tol = _tolerance(user, arrays, extras, got, want)
+    bad = ~(np.abs(got - want) <= tol)
+    assert not bad.any(), f"{format_spec(user)}: {bad.sum()} outputs off, e.g. {got[bad][:3]} vs {want[bad][:3]}"
+
+
+# -- grammar ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("spec", SPECS)
+def test_epilogue_specs_round_trip(spec):
+    assert format_spec(parse_spec(spec)) == spec
+
+
+@pytest.mark.parametrize(
+    "spec, token",
+    [
+        ("matmul 4x4x4 act=tanh", "act=tanh"),
+        ("matmul 4x4x4 bias accum", "accum"),
+        ("matmul 4x4x4 c=f32:col bias", "c=f32:col"),
+        ("matmul 4x4x4 bias bias", "bias"),
+        ("gated 4x4x4 residual", "residual"),
+        ("gated 4x4x4 scale", "scale"),
+        ("gated 4x4x4 accum", "accum"),
+        ("gemm 4x4x4", "gemm"),
+    ],
+)
+def test_bad_epilogue_tokens_are_named(spec, token):
+    with pytest.raises(SpecError) as e:
+        parse_spec(spec)
+    assert f"'{token}'" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_gated_defaults_to_gelu_and_prints_it():
+    assert format_spec(parse_spec("gated 2x3x4")) == "gated 2x3x4 act=gelu"
+
+
+# -- programs of the ISAs this CPU cannot run, interpreted (the others are compiled and run below) -----
+@pytest.mark.parametrize("isa", [isa for isa in TARGETS if isa not in runnable_isas()])
+@pytest.mark.parametrize("spec", SPECS)
+def test_programs_this_cpu_cannot_run_compute_the_epilogue(spec, isa):
+    user, _, impl = _program(spec, isa)
+    arrays, extras = _inputs(user, np.random.default_rng(1))
+    _check(user, arrays, extras, interpret(impl, *arrays, extras=extras))
+
+
+def test_epilogue_is_applied_at_the_store_never_in_memory():
+    """Every node with the epilogue is above the register buffers or the store itself: no loop over k
+    carries it, and only store kernels (vstore, scalar_store, vgate, sgate) apply it."""
+    from morello_build.ir.impl import Kernel, Loop, walk
+
+    for spec in SPECS:
+        for isa in ("avx2", "scalar"):
+            _, _, impl = _program(spec, isa)
+            for node in walk(impl):
+                op = node.spec.op
+                if isinstance(node, Loop) and op.epilogue:
+                    assert not any(d in op.reduction_dims for d in node.dims), spec
+                if isinstance(node, Kernel) and op.epilogue:
+                    assert node.name in ("vstore", "scalar_store", "vgate", "sgate"), (spec, node.name)
+
+
+# -- compiled kernels of every ISA this CPU runs, against numpy -------------------------------------------
+_DRIVER = r"""
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+%(includes)s
+
+struct Reverse {
+  template <class F> void operator()(std::size_t b, std::size_t e, F&& f) const {
+    for (std::size_t i = e; i > b; --i) f(i - 1);
+  }
+};
+struct Threads {
+  template <class F> void operator()(std::size_t b, std::size_t e, F&& f) const {
+    std::vector<std::thread> ts;
+    for (std::size_t i = b; i < e; ++i) ts.emplace_back([&f, i] { f(i); });
+    for (auto& t : ts) t.join();
+  }
+};
+static std::vector<char> slurp(const std::string& path, std::size_t bytes) {
+  std::vector<char> v(bytes);
+  FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f || std::fread(v.data(), 1, bytes, f) != bytes) {
+    std::printf("cannot read %%s\n", path.c_str());
+    std::exit(2);
+  }
+  std::fclose(f);
+  return v;
+}
+template <class Param, class Call, class CallPf>
+static int run(const std::string& dir, int idx, int params, Param param, Call call, CallPf call_pf) {
+  std::vector<std::vector<char>> data(params);
+  std::vector<void*> args(params);
+  int out = -1;
+  for (int j = 0; j < params; ++j) {
+    const auto& p = param(j);
+    const std::size_t bytes = p.elems * (p.dtype ? 2 : 4);
+    if (p.role == 1) { data[j].assign(bytes, char(0xFF)); out = j; }  // NaN
+    else data[j] = slurp(dir + "/k" + std::to_string(idx) + "_" + std::to_string(j), bytes);
+    args[j] = data[j].data();
+  }
+  call(args.data());
+  const std::vector<char> first = data[out];
+  int bad = 0;
+  call_pf(args.data(), Reverse()); bad += data[out] != first;
+  call_pf(args.data(), Threads()); bad += data[out] != first;
+  if (bad) std::printf("kernel %%d: a parallel-for changed the result\n", idx);
+  FILE* f = std::fopen((dir + "/k" + std::to_string(idx) + "_out").c_str(), "wb");
+  std::fwrite(first.data(), 1, first.size(), f);
+  std::fclose(f);
+  return bad;
+}
+int main(int, char** argv) {
+  int bad = 0;
+%(calls)s
+  return bad;
+}
+"""
+
+
+def _raw(x) -> bytes:
+    return np.ascontiguousarray(x).tobytes()
+
+
+@pytest.mark.skipif(shutil.which(cxx().split()[0]) is None, reason="no C++ compiler")
+def test_compiled_kernels_match_numpy_on_every_runnable_isa(tmp_path):
+    isas = [isa for isa in TARGETS if isa in runnable_isas()]
+    jobs, includes, calls = [], [], []
+    rng = np.random.default_rng(2)
+    for isa in isas:
+        for spec in SPECS:
+            i = len(jobs)
+            user, target, impl = _program(spec, isa)
+            (tmp_path / f"k{i}.hpp").write_text(emit_header(user, impl, target, name="k", namespace=f"t{i}"))
+            arrays, extras = _inputs(user, rng)
+            stored = [x.swapaxes(-1, -2) if lay == "col" else x for x, lay in zip(arrays, user.operand_layouts())]
+            values = [*stored, None, *extras.values()]  # None: C, the output
+            for j, x in enumerate(values):
+                if x is not None:
+                    (tmp_path / f"k{i}_{j}").write_bytes(_raw(x))
+            includes.append(f'#include "k{i}.hpp"')
+            calls.append(
+                f"  bad += run(argv[1], {i}, t{i}::k_info::params, [](int j) {{ return t{i}::k_param(j); }},"
+                f" [](void* const* a) {{ t{i}::k_call(a); }},"
+                f" [](void* const* a, auto pf) {{ t{i}::k_call(a, pf); }});"
+            )
+            jobs.append((user, arrays, extras, isa))
+    src = tmp_path / "driver.cpp"
+    src.write_text(_DRIVER % {"includes": "\n".join(includes), "calls": "\n".join(calls)})
+    exe = tmp_path / "driver"
+    cmd = [*cxx().split(), "-std=c++17", "-O1", "-Wall", "-Wextra", "-Werror", f"-I{tmp_path}", str(src), "-o"]
+    subprocess.run([*cmd, str(exe), "-pthread"], check=True, capture_output=True, text=True)
+    r = subprocess.run([str(exe), str(tmp_path)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    for i, (user, arrays, extras, isa) in enumerate(jobs):
+        assert isa in runnable_isas()
+        dt = np.float32 if user.dtypes[2].value == "f32" else ml_dtypes.bfloat16
+        got = np.frombuffer((tmp_path / f"k{i}_out").read_bytes(), dtype=dt)
+        _check(user, arrays, extras, got)
