@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import shutil
 import subprocess
+from unittest import mock
 
 import ml_dtypes
 import numpy as np
@@ -21,6 +22,8 @@ from morello_build.check.testing import cxx
 from morello_build.codegen import emit_header
 from morello_build.ir.epilogue import ACTIVATIONS
 from morello_build.ir.grammar import SpecError, format_spec, parse_spec
+from morello_build.synth import search
+from morello_build.synth.actions import SplitPair, enumerate_actions
 from morello_build.synth.search import synthesize
 from morello_build.target import TARGETS, get_target, runnable_isas
 
@@ -33,6 +36,13 @@ SPECS = (
     "gated 4x11x21 c=bf16 act=silu",
     "gated 3x8x7 b=bf16 batch=2 act=relu",
 )
+# Searched without SplitPair, so that the pair's own dot kernels (dot_*_pair: both B's columns in one loop
+# over K) implement them, where the cost model (built-in table) prefers the split for every spec above.
+PAIR_KERNEL_SPECS = (
+    "gated 1x37x5 b=bf16:col bias act=gelu",  # dot_bf16_widen_pair
+    "gated 1x20x3 b=f32:col act=silu",  # dot_f32_pair
+    "gated 1x48x4 a=bf16 b=bf16:col act=relu",  # dot_bf16_dp_pair on avx512_bf16
+)
 U = 2.0**-24
 
 
@@ -40,8 +50,16 @@ U = 2.0**-24
 def _program(spec: str, isa: str):
     user = parse_spec(spec)
     target = get_target(isa, threads=2)
-    impl, _ = synthesize(user.to_spec(), target)
+    if spec in PAIR_KERNEL_SPECS and target.lanes:  # (scalar targets have no dot kernels)
+        with mock.patch.object(search, "enumerate_actions", _without_split):
+            impl, _ = synthesize(user.to_spec(), target)
+    else:
+        impl, _ = synthesize(user.to_spec(), target)
     return user, target, impl
+
+
+def _without_split(spec, target):
+    return (a for a in enumerate_actions(spec, target) if not isinstance(a, SplitPair))
 
 
 def _inputs(user, rng):
@@ -121,7 +139,7 @@ def test_gated_defaults_to_gelu_and_prints_it():
 
 # -- programs of the ISAs this CPU cannot run, interpreted (the others are compiled and run below) -----
 @pytest.mark.parametrize("isa", [isa for isa in TARGETS if isa not in runnable_isas()])
-@pytest.mark.parametrize("spec", SPECS)
+@pytest.mark.parametrize("spec", SPECS + PAIR_KERNEL_SPECS)
 def test_programs_this_cpu_cannot_run_compute_the_epilogue(spec, isa):
     user, _, impl = _program(spec, isa)
     arrays, extras = _inputs(user, np.random.default_rng(1))
@@ -142,6 +160,17 @@ def test_epilogue_is_applied_at_the_store_never_in_memory():
                     assert not any(d in op.reduction_dims for d in node.dims), spec
                 if isinstance(node, Kernel) and op.epilogue:
                     assert node.name in ("vstore", "scalar_store", "vgate", "sgate"), (spec, node.name)
+
+
+def test_pair_kernel_specs_use_the_pair_kernels():
+    from morello_build.ir.impl import Kernel, walk
+
+    want = {"avx2": "dot_bf16_widen_pair", "avx512_bf16": "dot_bf16_dp_pair"}
+    for isa, kernel in want.items():
+        _, _, impl = _program(PAIR_KERNEL_SPECS[0 if isa == "avx2" else 2], isa)
+        assert kernel in {n.name for n in walk(impl) if isinstance(n, Kernel)}
+    _, _, impl = _program(PAIR_KERNEL_SPECS[1], "avx2")
+    assert "dot_f32_pair" in {n.name for n in walk(impl) if isinstance(n, Kernel)}
 
 
 # -- compiled kernels of every ISA this CPU runs, against numpy -------------------------------------------
@@ -217,7 +246,7 @@ def test_compiled_kernels_match_numpy_on_every_runnable_isa(tmp_path):
     jobs, includes, calls = [], [], []
     rng = np.random.default_rng(2)
     for isa in isas:
-        for spec in SPECS:
+        for spec in SPECS + PAIR_KERNEL_SPECS:
             i = len(jobs)
             user, target, impl = _program(spec, isa)
             (tmp_path / f"k{i}.hpp").write_text(emit_header(user, impl, target, name="k", namespace=f"t{i}"))

@@ -2,12 +2,14 @@
 
 Each column keeps ``u`` vector accumulators (chunk j of K goes to accumulator j % u) so that few columns
 still have enough independent FMA chains; they are added pairwise in a fixed order, then summed
-horizontally.
+horizontally. Every kernel also has a ``_pair`` record for the gated pair's accumulation (C1 += A·B1,
+C2 += A·B2): the columns of both B's in one loop over K, each chunk of A loaded once for both.
 """
 
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 from math import ceil
 
 from morello_build.ir.spec import Level
@@ -21,20 +23,38 @@ from morello_build.target.kernels.common import (
 )
 
 
+def _bs_cs(op):
+    """The B operands a dot kernel reads and the C operands it writes: one each, or the pair's two."""
+    return ((op.b1, op.b2), (op.c1, op.c2)) if op.kind == "pair" else ((op.b,), (op.c,))
+
+
+def _columns(op) -> int:
+    return op.iter_shape[3] * len(_bs_cs(op)[0])
+
+
 def _dot_shape(op, target, max_cols: int) -> bool:
     b, m, k, n = op.iter_shape
+    bs, cs = _bs_cs(op)
     return (
         b == 1
         and m == 1
-        and n <= max_cols
+        and _columns(op) <= max_cols
         and op.accum
         and target.lanes >= 8
-        and op.c.level == Level.RF
-        and op.c.dtype == F32
+        and all(c.level == Level.RF and c.dtype == F32 for c in cs)
         and op.a.level.is_memory
-        and op.b.level.is_memory
-        and columns_unit_stride(op.b)
+        and all(x.level.is_memory and columns_unit_stride(x) and x.dtype == bs[0].dtype for x in bs)
     )
+
+
+def _b_dtype(op):
+    return _bs_cs(op)[0][0].dtype
+
+
+def _b_streams(op) -> Features:
+    """B's lines, read as interleaved streams: one per column of every B."""
+    bs, cols = _bs_cs(op)[0], _columns(op)
+    return sum((streams_read(x, cols) for x in bs), Features.of())
 
 
 def _max_dot_cols(target, accumulators_per_col):
@@ -58,7 +78,7 @@ def _vector_regs(kind: str):
     """The registers a dot kernel of ``kind`` occupies: its accumulators and its temporaries."""
 
     def regs(op, target) -> int:
-        _, _, k, n = op.iter_shape
+        k, n = op.iter_shape[2], _columns(op)
         return n * _accumulators(k, n, target.lanes, kind) + _FLAVOURS[kind][2]
 
     return regs
@@ -66,27 +86,34 @@ def _vector_regs(kind: str):
 
 # -- emitters' shared parts -----------------------------------------------------------------------------
 def _setup(lw, node, binds, kind: str):
-    a, b, c = binds
+    """Declares the accumulators and pointers; returns (outputs: [(C binding, column)], K, accumulators
+    per column, A's pointer, B columns' pointers, accumulators per column)."""
+    a, half = binds[0], (len(binds) - 1) // 2
+    bs, cs = binds[1 : 1 + half], binds[1 + half :]  # (b, c) or (b1, b2, c1, c2)
     _, _, k, n = node.spec.op.iter_shape
-    if c.level != Level.RF:
+    if any(c.level != Level.RF for c in cs):
         raise lw.error("dot kernels accumulate into scalar registers")
-    for j in range(n):
-        if k > 1 and lw.step(b, (0, 0, j), (0, 1, j)) != 1:
-            raise lw.error("dot kernel: a B column is not contiguous along K")
+    for b in bs:
+        for j in range(n):
+            if k > 1 and lw.step(b, (0, 0, j), (0, 1, j)) != 1:
+                raise lw.error("dot kernel: a B column is not contiguous along K")
     if kind != "widen" and k > 1 and lw.step(a, (0, 0, 0), (0, 0, 1)) != 1:
         raise lw.error("dot kernel: A is not contiguous along K")
-    u = _accumulators(k, n, lw.W, kind)
+    cols = n * len(bs)
+    u = _accumulators(k, cols, lw.W, kind)
     lw.open("{")
-    lw.emit(f"// {node.name}: {n} column(s), K = {k}, {u} accumulator(s) per column")
-    accs = [[lw.fresh("acc") for _ in range(u)] for _ in range(n)]
+    lw.emit(f"// {node.name}: {cols} column(s), K = {k}, {u} accumulator(s) per column")
+    accs = [[lw.fresh("acc") for _ in range(u)] for _ in range(cols)]
     flat = [x for col in accs for x in col]
     lw.emit(f"{lw.target.vtype} " + ", ".join(f"{x} = {lw.v}::zero()" for x in flat) + ";")
     ap = lw.fresh("ap")
     lw.emit(f"const {a.dtype.ctype}* {ap} = {lw.ptr(a, (0, 0, 0))};")
-    bps = [lw.fresh("bp") for _ in range(n)]
-    for j, bp in enumerate(bps):
+    bps = [lw.fresh("bp") for _ in range(cols)]
+    pairs = [(b, j) for b in bs for j in range(n)]
+    for bp, (b, j) in zip(bps, pairs):
         lw.emit(f"const {b.dtype.ctype}* {bp} = {lw.ptr(b, (0, 0, j))};")
-    return c, k, accs, ap, bps, u
+    outs = [(c, j) for c in cs for j in range(n)]
+    return outs, k, accs, ap, bps, u
 
 
 def _chunks(lw, full: int, u: int, body) -> None:
@@ -105,8 +132,8 @@ def _chunks(lw, full: int, u: int, body) -> None:
         body(str(trips * u + j), j)
 
 
-def _finish(lw, c, accs) -> None:
-    for j, col in enumerate(accs):
+def _finish(lw, outs, accs) -> None:
+    for (c, j), col in zip(outs, accs):
         terms = list(col)
         while len(terms) > 1:  # pairwise, fixed order
             terms = [f"{lw.v}::add({x}, {y})" if y else x for x, y in itertools.zip_longest(terms[0::2], terms[1::2])]
@@ -119,19 +146,19 @@ def _f32_applies(op, target):
     return (
         _dot_shape(op, target, _max_dot_cols(target, 1))
         and op.a.dtype == F32
-        and op.b.dtype == F32
+        and _b_dtype(op) == F32
         and op.a.unit_stride(2)
     )
 
 
 def _f32_cost(op, target):
-    _, _, k, n = op.iter_shape
+    k, n = op.iter_shape[2], _columns(op)
     steps = ceil(k / target.lanes)
-    return Features.of(vec_fma=steps * n, vec_load=steps * (n + 1), hsum=n) + lines_read(op.a) + streams_read(op.b, n)
+    return Features.of(vec_fma=steps * n, vec_load=steps * (n + 1), hsum=n) + lines_read(op.a) + _b_streams(op)
 
 
 def _f32_emit(lw, node, binds) -> None:
-    c, k, accs, ap, bps, u = _setup(lw, node, binds, "f32")
+    outs, k, accs, ap, bps, u = _setup(lw, node, binds, "f32")
     W = lw.W
     full, tail = divmod(k, W)
 
@@ -146,7 +173,7 @@ def _f32_emit(lw, node, binds) -> None:
     _chunks(lw, full, u, body)
     if tail:
         body(str(full), 0, tail)
-    _finish(lw, c, accs)
+    _finish(lw, outs, accs)
 
 
 DOT_F32 = KernelDef(
@@ -166,18 +193,18 @@ def _widen_applies(op, target):
     return (
         _dot_shape(op, target, _max_dot_cols(target, 2))
         and op.a.dtype == F32
-        and op.b.dtype == BF16
+        and _b_dtype(op) == BF16
         and interleaved_for(op.a, target.lanes)
     )
 
 
 def _widen_cost(op, target):
-    _, _, k, n = op.iter_shape
+    k, n = op.iter_shape[2], _columns(op)
     steps = ceil(k / (2 * target.lanes))
     return (
         Features.of(vec_load=steps * (2 + n), vec_op=steps * n * 2 + n, vec_fma=steps * n * 2, hsum=n)
         + lines_read(op.a)
-        + streams_read(op.b, n)
+        + _b_streams(op)
     )
 
 
@@ -199,7 +226,7 @@ def _strip_offsets(lw, a, k0: int, cnt: int):
 
 def _widen_emit(lw, node, binds) -> None:
     a = binds[0]
-    c, k, accs, ap, bps, u = _setup(lw, node, binds, "widen")
+    outs, k, accs, ap, bps, u = _setup(lw, node, binds, "widen")
     step = 2 * lw.W
     full, tail = divmod(k, step)
     vt, v = lw.target.vtype, lw.v
@@ -231,7 +258,7 @@ def _widen_emit(lw, node, binds) -> None:
     if tail:
         ev, od = _strip_offsets(lw, a, full * step, tail)
         emit_strip(str(ev), str(full * step), od - ev, tail, 0)
-    _finish(lw, c, accs)
+    _finish(lw, outs, accs)
 
 
 DOT_BF16_WIDEN = KernelDef(
@@ -251,19 +278,19 @@ def _dp_applies(op, target):
     return (
         _dot_shape(op, target, _max_dot_cols(target, 1))
         and op.a.dtype == BF16
-        and op.b.dtype == BF16
+        and _b_dtype(op) == BF16
         and op.a.unit_stride(2)
     )
 
 
 def _dp_cost(op, target):
-    _, _, k, n = op.iter_shape
+    k, n = op.iter_shape[2], _columns(op)
     steps = ceil(k / (2 * target.lanes))
-    return Features.of(vec_load=steps * (1 + n), vec_fma=steps * n, hsum=n) + lines_read(op.a) + streams_read(op.b, n)
+    return Features.of(vec_load=steps * (1 + n), vec_fma=steps * n, hsum=n) + lines_read(op.a) + _b_streams(op)
 
 
 def _dp_emit(lw, node, binds) -> None:
-    c, k, accs, ap, bps, u = _setup(lw, node, binds, "dp")
+    outs, k, accs, ap, bps, u = _setup(lw, node, binds, "dp")
     step = 2 * lw.W
     full, tail = divmod(k, step)
 
@@ -276,7 +303,7 @@ def _dp_emit(lw, node, binds) -> None:
     _chunks(lw, full, u, body)
     if tail:
         body(str(full), 0, tail)
-    _finish(lw, c, accs)
+    _finish(lw, outs, accs)
 
 
 DOT_BF16_DP = KernelDef(
@@ -290,3 +317,19 @@ DOT_BF16_DP = KernelDef(
     doc="bf16 A times bf16 B columns with vdpbf16ps (pairs along K), f32 accumulators",
     vector_regs=_vector_regs("dp"),
 )
+
+
+# -- the gated pair's: the same kernels over the columns of B1 and B2 ------------------------------------
+def _pair_of(kernel: KernelDef) -> KernelDef:
+    """``kernel`` for a pair spec (C1 += A·B1; C2 += A·B2): one loop over K for the columns of both."""
+    return replace(
+        kernel,
+        name=f"{kernel.name}_pair",
+        kind="pair",
+        doc=f"{kernel.doc}; the gated pair's B1 and B2 columns in one loop over K",
+    )
+
+
+DOT_F32_PAIR = _pair_of(DOT_F32)
+DOT_BF16_WIDEN_PAIR = _pair_of(DOT_BF16_WIDEN)
+DOT_BF16_DP_PAIR = _pair_of(DOT_BF16_DP)
