@@ -126,12 +126,7 @@ def enumerate_actions(spec: Spec, target):
             yield ToAccum()
             if op.c.level.is_register:
                 return  # zeroing registers is free: the accumulating spec's programs are as good
-        out_dims = (0, 1, 3)
-        for tile in _tiles_one_dim(full, out_dims, {1: target.accumulator_rows}):
-            yield Tile(tile)
-        if not op.serial and target.threads > 1:
-            for tile in _parallel_tiles(full, out_dims):
-                yield Tile(tile, parallel=True)
+        yield from _output_tiles(op, full, target)
         if not op.epilogue:  # an epilogue needs the whole sum (tile.EPILOGUE_SPLIT)
             for tile in _tiles_one_dim(full, (2,)):  # peeled when the op does not accumulate
                 yield Tile(tile)
@@ -149,6 +144,17 @@ def enumerate_actions(spec: Spec, target):
             yield Tile(tile)
 
 
+def _output_tiles(op, full, target):
+    """Loops over a matmul's (or gated pair's) output dims (batch, m, n): serial tiles, with the register
+    tile's rows among m's sizes, and parallel ones unless the spec is serial."""
+    out_dims = (0, 1, 3)
+    for tile in _tiles_one_dim(full, out_dims, {1: target.accumulator_rows}):
+        yield Tile(tile)
+    if not op.serial and target.threads > 1:
+        for tile in _parallel_tiles(full, out_dims):
+            yield Tile(tile, parallel=True)
+
+
 def _gated_actions(op, full, target):
     """The gated pair: its accumulators in registers where C's tile fits them, loops over the output (not
     over k: the gate needs whole sums), and A's buffers as for a matmul with B1."""
@@ -156,10 +162,5 @@ def _gated_actions(op, full, target):
         yield PairToAccum(Level.VRF)
     if op.c.volume * 4 * 2 <= target.limits().rf:
         yield PairToAccum(Level.RF)
-    out_dims = (0, 1, 3)
-    for tile in _tiles_one_dim(full, out_dims, {1: target.accumulator_rows}):
-        yield Tile(tile)
-    if not op.serial and target.threads > 1:
-        for tile in _parallel_tiles(full, out_dims):
-            yield Tile(tile, parallel=True)
+    yield from _output_tiles(op, full, target)
     yield from _move_options(Matmul(op.a, op.b1, op.c, serial=op.serial), 0, target)  # A: as for A·B1
