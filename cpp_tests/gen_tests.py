@@ -4,7 +4,8 @@
 For each ISA, every spec of the chosen matrix is synthesized and emitted as ``<out>/<set>_<isa>/kN.hpp``
 (namespace ``t_<set>_<isa>``, kernel ``kN``), and ``<out>/<set>_<isa>.cpp`` includes them all and checks
 each kernel against its reference (check.hpp). Files are written only when their bytes change, so
-rebuilds recompile only what changed. Synthesis runs in parallel processes (-j), each keeping one search (memo) per ISA and thread count.
+rebuilds recompile only what changed. Synthesis runs in parallel processes (-j), each keeping one search
+(memo) per ISA and thread count.
 
     python gen_tests.py --out DIR --set main,threads16 --isas scalar,avx2,avx512 [--isas-of threads16=avx2] [-j 2]
 """
