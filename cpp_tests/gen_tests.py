@@ -4,7 +4,8 @@
 For each ISA, every spec of the chosen matrix is synthesized and emitted as ``<out>/<set>_<isa>/kN.hpp``
 (namespace ``t_<set>_<isa>``, kernel ``kN``), and ``<out>/<set>_<isa>.cpp`` includes them all and checks
 each kernel against its reference (check.hpp). Files are written only when their bytes change, so
-rebuilds recompile only what changed. Synthesis runs in parallel processes (-j).
+rebuilds recompile only what changed. Synthesis runs in parallel processes (-j), each keeping one search
+(memo) per ISA and thread count.
 
     python gen_tests.py --out DIR --set main,threads16 --isas scalar,avx2,avx512 [--isas-of threads16=avx2] [-j 2]
 """
@@ -25,8 +26,8 @@ from morello_build.codegen import emit_header  # noqa: E402
 from morello_build.ir.grammar import parse_spec  # noqa: E402
 from morello_build.synth.search import NoProgram, Search  # noqa: E402
 from morello_build.target import get_target  # noqa: E402
+from morello_build.tools.api import open_store  # noqa: E402
 from morello_build.tools.api import search_isa as same_program_isa  # noqa: E402
-from morello_build.tools.api import synthesize_program  # noqa: E402
 from morello_build.tools.files import write_if_changed  # noqa: E402
 
 # The matrix: f32 and bf16 (weights and activations), row/col layouts, size 1, primes, sizes that are
@@ -80,7 +81,20 @@ THREADS = {"threads16": 16}
 PRELUDE = {"threads16": ["#define MORELLO_CHECK_THREADED_PF ::morello_check::AtomicFor<16>"]}
 
 
-_SEARCHES: dict = {}  # per worker process and ISA: one memo shared by every spec it synthesizes
+_SEARCHES: dict = {}  # per worker process, ISA and thread count: one memo shared by every spec it synthesizes
+
+
+def _search(search_isa: str, threads: int, db: str | None):
+    """This process's search for (ISA, threads). Its in-memory memo serves every later spec (a fresh Search per
+    spec would replay each sub-program from the DB again: a third more time on a cold DB); the DB, when given,
+    carries programs across processes, thread counts (serial specs) and runs (a rerun after a codegen-only
+    change searches nothing). Returns (search, store or None)."""
+    key = (search_isa, threads)
+    if key not in _SEARCHES:
+        target = get_target(search_isa, threads=threads)
+        store = open_store(db, target) if db else None
+        _SEARCHES[key] = Search(target, store=store), store
+    return _SEARCHES[key]
 
 
 def _one(job):
@@ -88,15 +102,13 @@ def _one(job):
     spec, search_isa, threads, outputs, db = job
     t0 = time.perf_counter()
     sys.setrecursionlimit(max(sys.getrecursionlimit(), 20000))
-    if db:  # the persistent synthesis DB: a rerun after a codegen-only change searches nothing
-        user, _, impl, _ = synthesize_program(spec, isa=search_isa, threads=threads, db=db)
-    else:
-        target = get_target(search_isa, threads=threads)
-        search = _SEARCHES.setdefault((search_isa, threads), Search(target))
-        user = parse_spec(spec)
-        impl = search.best(user.to_spec(target.limits()))
-        if impl is None:
-            raise NoProgram(f"no program for '{spec}' on {search_isa}")
+    search, store = _search(search_isa, threads, db)
+    user = parse_spec(spec)
+    impl = search.best(user.to_spec(search.target.limits()))
+    if store is not None:
+        store.flush()  # visible to the other processes now (the pool's processes are never closed)
+    if impl is None:
+        raise NoProgram(f"no program for '{spec}' on {search_isa}")
     for isa, ns, name, path in outputs:
         write_if_changed(path, emit_header(user, impl, get_target(isa, threads=threads), name=name, namespace=ns))
     return spec, search_isa, time.perf_counter() - t0

@@ -72,7 +72,9 @@ def clean_env(path_prefix: list[Path] | None = None, **extra) -> dict:
         d for d in env.get("PATH", "").split(os.pathsep) if d and Path(d).resolve() != Path(sys.prefix, "bin").resolve()
     ]
     env["PATH"] = os.pathsep.join([str(p) for p in (path_prefix or [])] + dirs)
-    env["MORELLO_DB"] = "none"  # hermetic: no per-user synthesis cache
+    # hermetic: the test run's synthesis DB (tests/conftest.py), never the per-user cache; builds of the same
+    # kernels (the example with each generator, two_kernels in several tests) then search each spec once
+    env["MORELLO_DB"] = os.environ.get("MORELLO_DB") or "none"
     env.update(extra)
     return env
 

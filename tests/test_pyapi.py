@@ -83,13 +83,34 @@ EPILOGUE_SPECS = [
 ]
 
 
+def _shared_search_header(spec, *, isa, name, namespace, db=None, threads=None):
+    """synthesize_header with one search memo per target for all test kernels (header_fn of compile_kernels): the
+    small specs share most sub-programs, half the search time of a fresh search each. pyapi's own synthesis
+    path (header cache, isa, threads) is tested by the build-cache tests below and test_threads.py."""
+    from morello_build.codegen import emit_header
+    from morello_build.ir.grammar import parse_spec
+    from morello_build.synth.search import Search
+    from morello_build.target import get_target
+
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 20000))  # as search.synthesize does
+    user, target = parse_spec(spec), get_target(isa, threads=threads)
+    search = _SEARCHES.setdefault((target.isa, target.threads), Search(target))
+    impl = search.best(user.to_spec(target.limits()))
+    assert impl is not None, spec
+    return emit_header(user, impl, target, name=name, namespace=namespace)
+
+
+_SEARCHES: dict = {}
+
+
 @pytest.fixture(scope="session")
 def kernels(pyapi_cache_dir):
     """spec -> Kernel, all built in one extension (one compile, one link)."""
     from morello_build.ir.grammar import format_spec, parse_spec
 
-    ks = pyapi.compile_kernels(ALL_SPECS + EPILOGUE_SPECS)
-    return {format_spec(parse_spec(s)): k for s, k in zip(ALL_SPECS + EPILOGUE_SPECS, ks)}
+    specs = ALL_SPECS + EPILOGUE_SPECS
+    ks = pyapi.compile_kernels(specs, header_fn=_shared_search_header)
+    return {format_spec(parse_spec(s)): k for s, k in zip(specs, ks)}
 
 
 def _kernel(kernels, spec):
@@ -374,7 +395,8 @@ def test_concurrent_builds_are_safe(kernels, pyapi_cache_dir, tmp_path):
     (fresh / "objs").mkdir(parents=True)
     for p in (pyapi_cache_dir / "objs").glob("binding-*.o"):  # skip the slow pybind11 part
         shutil.copy(p, fresh / "objs" / p.name)
-    shutil.copytree(pyapi_cache_dir / "headers", fresh / "headers")
+    if (pyapi_cache_dir / "headers").exists():
+        shutil.copytree(pyapi_cache_dir / "headers", fresh / "headers")
     code = textwrap.dedent(
         """
         from morello_build.tools import pyapi

@@ -6,6 +6,7 @@ CI runs these once as plain tests (``--benchmark-disable``); to measure for real
         pytest tests/bench --benchmark-enable --benchmark-only --benchmark-json=bench-results.json
 """
 
+import os
 import sys
 
 import pytest
@@ -31,8 +32,14 @@ def clear_process_caches():
 @pytest.fixture(scope="session")
 def synth_db(tmp_path_factory) -> str:
     """A synthesis database shared by the bench session: the kernel builds fill it, the warm synthesis
-    benchmarks read it (so each spec is searched from scratch only where that is what is measured)."""
-    return str(tmp_path_factory.mktemp("synth-db") / "synth.db")
+    benchmarks read it (so each spec is searched from scratch only where that is what is measured). Under
+    xdist it is the run's, shared by the workers (the bench files may run in different ones)."""
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent  # each worker's basetemp is one level below the run's (tests/conftest.py)
+    path = base / "bench-synth-db"
+    path.mkdir(exist_ok=True)
+    return str(path / "synth.db")
 
 
 def _openblas_threads_api():
