@@ -38,6 +38,8 @@ class Target:
     # The records in TARGETS say 2 (tests pin their programs); get_target() gives the generating machine's count.
     threads: int = 2
     costs: CostTable = field(default_factory=CostTable)
+    # The cost profile the table and caches come from (target/profiles.py): "builtin" in TARGETS.
+    profile: str = "builtin"
     # What the emitted C++ uses (codegen): the helper library (namespace and template stem
     # templates/isa_<helpers>.hpp.j2) and its vector type, the GCC/Clang function target attribute, and
     # the CPUID_BITS names of the run-time check. None / (): plain C++.
@@ -59,6 +61,19 @@ class Target:
     @property
     def name(self) -> str:
         return self.isa
+
+    @property
+    def cost_fingerprint(self) -> str:
+        """A digest of what a profile changes (the cost table, the caches): the DB keys results by it."""
+        import hashlib
+
+        facts = (self.costs, self.l1_bytes, self.l1_ways, self.l2_bytes, self.l2_block_bytes)
+        return hashlib.sha256(repr(facts).encode()).hexdigest()[:12]
+
+    @property
+    def builtin_costs(self) -> bool:
+        """Whether the target prices programs as the built-in profile does (whatever the profile's name)."""
+        return self.cost_fingerprint == BUILTIN_FINGERPRINT
 
     @property
     def attr(self) -> str:
@@ -171,6 +186,7 @@ TARGETS = {
 }
 # Runtime ISA dispatch (codegen/dispatch.py): the levels a dispatch header holds a program for, best
 # first; the last runs on any CPU.
+BUILTIN_FINGERPRINT = TARGETS["avx2"].cost_fingerprint  # every record in TARGETS is priced alike
 DISPATCH_LEVELS = ("avx512_bf16", "avx512", "avx2", "scalar")
 TARGET_ISAS = ("native",) + tuple(TARGETS)  # one target each
 ISAS = TARGET_ISAS + ("dispatch",)  # what users may ask for (CLI, CMake, Python)
@@ -217,15 +233,39 @@ def check_threads(threads) -> int:
     return threads
 
 
-def get_target(isa: str = "native", threads: int | None = None) -> Target:
+def get_target(isa: str = "native", threads: int | None = None, profile=None) -> Target:
     """The target record of ``isa`` ("native": this CPU's best) for programs that run on ``threads``
-    threads (None: the CPUs this process may run on, machine_threads())."""
+    threads (None: the CPUs this process may run on, machine_threads()), priced by the cost ``profile``
+    (a name, a profile file or a CostProfile; None: $MORELLO_PROFILE, else this host's: target/profiles.py)."""
     if isa == "native":
         isa = native_isa()
     if isa not in TARGETS:
         raise ValueError(f"unknown ISA '{isa}'; accepted: {', '.join(ISAS)}")
     n = resolve_threads(threads)
-    return TARGETS[isa] if n == TARGETS[isa].threads else replace(TARGETS[isa], threads=n)
+    target = TARGETS[isa] if n == TARGETS[isa].threads else replace(TARGETS[isa], threads=n)
+    return with_profile(target, profile)
+
+
+def with_profile(target: Target, profile=None) -> Target:
+    """``target`` priced by a cost profile (see get_target); the built-in one leaves it as it is."""
+    from morello_build.target import profiles
+
+    p = profiles.resolve(profile)
+    if p is profiles.BUILTIN:
+        return target
+    l1_bytes, l1_ways = p.l1d or (target.l1_bytes, target.l1_ways)
+    l2_bytes = p.l2_bytes or target.l2_bytes
+    priced = replace(
+        target,
+        costs=p.table(target.vector_bytes),
+        l1_bytes=l1_bytes,
+        l1_ways=l1_ways,
+        l2_bytes=l2_bytes,
+        l2_block_bytes=l2_bytes // 4 if p.l2_bytes else target.l2_block_bytes,
+    )
+    if priced.builtin_costs:
+        return target if p.name == "builtin" else replace(target, profile=p.name)
+    return replace(priced, profile=p.name)
 
 
 def resolve_threads(threads: int | None) -> int:

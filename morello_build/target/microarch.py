@@ -1,0 +1,160 @@
+"""Micro-architecture profiles as data: the per-core figures the cost table is derived from, each with
+its public source, and the mapping from a CPU's vendor / family / model to one of them.
+
+Sources (cited per figure below by their tag):
+- [AMD19] AMD, "Software Optimization Guide for AMD EPYC 7003 Processors" (Family 19h, Zen 3, pub. 56665),
+  section 2.11-2.12 (FP unit, load-store unit); AnandTech's Zen 3 deep dive (2020): "a single FMA takes 4 cycles
+  with a throughput of 2/clock".
+- [AMD19-4] AMD, "Software Optimization Guide for the AMD Zen4 Microarchitecture" (pub. 57647); A. Yee,
+  "Zen4's AVX512 Teardown" (numberworld.org, 2022): 512-bit ops double-pumped on the 256-bit pipes.
+- [AMD1A] AMD, "Software Optimization Guide for the AMD Zen5 Microarchitecture" (pub. 58455); A. Yee,
+  "Zen5's AVX512 Teardown" (numberworld.org/blogs/2024_8_7_zen5_avx512_teardown): native 512-bit FMA pipes.
+- [INTEL] Intel 64 and IA-32 Architectures Optimization Reference Manual, vol. 1, Golden Cove chapter;
+  Chips and Cheese, "Popping the Hood on Golden Cove" (2021) and "Sapphire Rapids: Golden Cove Hits Servers"
+  (2023): 3x256-bit or 2x512-bit loads per cycle, 2x512-bit FMA on server parts, 48 KiB 12-way L1D, 2 MiB L2.
+- [AGNER] A. Fog, "The microarchitecture of Intel, AMD and VIA CPUs" and "Instruction tables" (Skylake:
+  2 FMA pipes of 256 bits, latency 4, 2 loads + 1 store per cycle, 4-wide, L2->L1 64 B/cycle).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from morello_build.target.costs import CostTable
+
+
+@dataclass(frozen=True)
+class Microarch:
+    name: str
+    vendor: str  # cpuinfo vendor_id
+    models: tuple[tuple[int, int, int], ...]  # (family, first model, last model) this profile covers
+    fma_pipes: int  # vector FMA pipes
+    fma_bits: int  # width of one FMA pipe: a wider vector takes vector_bits / fma_bits pipe slots
+    fma_latency: int  # cycles
+    loads_256: float  # 256-bit vector loads per cycle from L1
+    loads_512: float  # 512-bit vector loads per cycle (0: no AVX-512)
+    stores_256: float  # 256-bit vector stores per cycle to L1
+    stores_512: float
+    dispatch: int  # macro-ops dispatched (renamed) per cycle
+    l2_fill_bytes: int  # bytes per cycle L2 delivers to L1
+    l1d: tuple[int, int]  # (bytes, ways): the class's usual L1D (the host's sysfs figures win when read)
+    l2_bytes: int
+    builtin: bool = False  # its cost table is the hand-tuned built-in one (programs unchanged)
+
+    def covers(self, vendor: str, family: int, model: int) -> bool:
+        return vendor == self.vendor and any(f == family and lo <= model <= hi for f, lo, hi in self.models)
+
+    def cost_table(self, vector_bytes: int) -> CostTable:
+        """The built-in table with the figures this profile knows put in for ``vector_bytes`` vectors.
+        Platform figures (DRAM, prefetchers, threads) stay the built-in ones: `calibrate` measures them."""
+        base = CostTable()
+        if self.builtin:
+            return base
+        bits = vector_bytes * 8 or 256  # scalar targets: the FMA figures do not matter
+        per_cycle = self.fma_pipes * min(1.0, self.fma_bits / bits)
+        loads = self.loads_512 if bits > 256 else self.loads_256
+        stores = self.stores_512 if bits > 256 else self.stores_256
+        return replace(
+            base,
+            vec_fma=round(1 / per_cycle, 4),
+            fma_latency=float(self.fma_latency),
+            vec_load=round(1 / loads, 4) if loads else base.vec_load * 2,
+            vec_store=round(1 / stores, 4) if stores else base.vec_store * 2,
+            l2_line=round(64 / self.l2_fill_bytes, 4),
+        )
+
+
+KIB, MIB = 1 << 10, 1 << 20
+MICROARCHS: tuple[Microarch, ...] = (
+    Microarch(
+        "zen3",
+        "AuthenticAMD",
+        ((0x19, 0x00, 0x0F), (0x19, 0x20, 0x2F), (0x19, 0x40, 0x5F)),  # Milan, Vermeer, Rembrandt/Cezanne
+        fma_pipes=2,  # FP0, FP1 multiply/FMA pipes [AMD19]
+        fma_bits=256,  # [AMD19]
+        fma_latency=4,  # [AMD19] (Zen 2: 5)
+        loads_256=2,  # 3 memory ops per cycle, 2 of them 256-bit loads [AMD19]
+        loads_512=0,
+        stores_256=1,  # one 256-bit store per cycle [AMD19]
+        stores_512=0,
+        dispatch=6,  # 6 macro-ops per cycle [AMD19]
+        l2_fill_bytes=32,  # L2 -> L1 32 B/cycle [AMD19]
+        l1d=(32 * KIB, 8),  # [AMD19]
+        l2_bytes=512 * KIB,  # [AMD19]
+    ),
+    Microarch(
+        "zen4",
+        "AuthenticAMD",
+        ((0x19, 0x10, 0x1F), (0x19, 0x60, 0x7F), (0x19, 0xA0, 0xAF)),  # Genoa, Raphael/Phoenix, Bergamo
+        fma_pipes=2,  # [AMD19-4]
+        fma_bits=256,  # zmm FMAs double-pumped: one 512-bit FMA per cycle [AMD19-4]
+        fma_latency=4,  # [AMD19-4]
+        loads_256=2,  # [AMD19-4]
+        loads_512=1,  # [AMD19-4]
+        stores_256=1,  # [AMD19-4]
+        stores_512=0.5,  # [AMD19-4]
+        dispatch=6,  # [AMD19-4]
+        l2_fill_bytes=32,  # [AMD19-4]
+        l1d=(32 * KIB, 8),  # [AMD19-4]
+        l2_bytes=1 * MIB,  # [AMD19-4]
+        builtin=True,  # the hand-tuned table was fitted on Zen 4/5 results ("zen5-class")
+    ),
+    Microarch(
+        "zen5",
+        "AuthenticAMD",
+        ((0x1A, 0x00, 0xFF),),  # Turin, Granite Ridge, Strix
+        fma_pipes=2,  # [AMD1A]
+        fma_bits=512,  # native 512-bit FMA on desktop/server parts [AMD1A]
+        fma_latency=4,  # [AMD1A]
+        loads_256=4,  # 4 loads per cycle [AMD1A]
+        loads_512=2,  # [AMD1A]
+        stores_256=2,  # [AMD1A]
+        stores_512=1,  # [AMD1A]
+        dispatch=8,  # 8-wide dispatch/rename [AMD1A]
+        l2_fill_bytes=64,  # [AMD1A]
+        l1d=(48 * KIB, 12),  # [AMD1A]
+        l2_bytes=1 * MIB,  # [AMD1A]
+        builtin=True,
+    ),
+    Microarch(
+        "golden-cove",
+        "GenuineIntel",
+        # Sapphire/Emerald Rapids, Alder/Raptor Lake P-cores, Granite Rapids (Redwood Cove: same figures)
+        ((6, 0x8F, 0x8F), (6, 0xCF, 0xCF), (6, 0x97, 0x97), (6, 0x9A, 0x9A), (6, 0xB7, 0xB7), (6, 0xBA, 0xBA))
+        + ((6, 0xBF, 0xBF), (6, 0xAD, 0xAE)),
+        fma_pipes=2,  # ports 0 (0+1 fused for 512-bit) and 5 on server parts [INTEL]
+        fma_bits=512,  # [INTEL]
+        fma_latency=4,  # [INTEL]
+        loads_256=3,  # ports 2, 3, 11 [INTEL]
+        loads_512=2,  # [INTEL]
+        stores_256=2,  # [INTEL]
+        stores_512=1,  # 64 B/cycle to L1 [INTEL]
+        dispatch=6,  # 6-wide rename/allocate [INTEL]
+        l2_fill_bytes=64,  # [INTEL]
+        l1d=(48 * KIB, 12),  # [INTEL]
+        l2_bytes=2 * MIB,  # server L2 [INTEL]
+    ),
+    Microarch(
+        "generic-avx2",
+        "",
+        (),  # any CPU no other profile covers
+        fma_pipes=2,  # Skylake-class: ports 0 and 1 [AGNER]
+        fma_bits=256,  # [AGNER]
+        fma_latency=4,  # [AGNER] (Haswell: 5)
+        loads_256=2,  # [AGNER]
+        loads_512=0,
+        stores_256=1,  # [AGNER]
+        stores_512=0,
+        dispatch=4,  # [AGNER]
+        l2_fill_bytes=64,  # [AGNER]
+        l1d=(32 * KIB, 8),  # [AGNER]
+        l2_bytes=256 * KIB,  # client Skylake [AGNER]
+    ),
+)
+BY_NAME = {m.name: m for m in MICROARCHS}
+GENERIC = BY_NAME["generic-avx2"]
+
+
+def match(vendor: str, family: int, model: int) -> Microarch:
+    """The profile covering a CPU (cpuinfo's vendor_id, displayed family and model), else the generic one."""
+    return next((m for m in MICROARCHS if m.covers(vendor, family, model)), GENERIC)

@@ -1,0 +1,84 @@
+"""Host facts (target/host.py) read from fake sysfs and cpuinfo trees, and the micro-architecture table's
+mapping from vendor / family / model (target/microarch.py). No test depends on this machine's CPU."""
+
+from __future__ import annotations
+
+import pytest
+
+from morello_build.target import host, microarch
+
+
+def fake_cache(root, index: int, level: int, kind: str, size: str, ways: int):
+    d = root / f"index{index}"
+    d.mkdir(parents=True)
+    for name, value in (("level", level), ("type", kind), ("size", size), ("ways_of_associativity", ways)):
+        (d / name).write_text(f"{value}\n")
+
+
+CPUINFO = """processor	: 0
+vendor_id	: AuthenticAMD
+cpu family	: 25
+model		: 17
+model name	: AMD EPYC 9654 96-Core Processor
+flags		: fpu avx2 fma
+
+processor	: 1
+vendor_id	: GenuineIntel
+"""
+
+
+def test_reads_caches_and_cpu_from_fake_trees(tmp_path):
+    sysfs = tmp_path / "cache"
+    fake_cache(sysfs, 0, 1, "Data", "32K", 8)
+    fake_cache(sysfs, 1, 1, "Instruction", "32K", 8)
+    fake_cache(sysfs, 2, 2, "Unified", "1024K", 8)
+    fake_cache(sysfs, 3, 3, "Unified", "32768K", 16)
+    (tmp_path / "cpuinfo").write_text(CPUINFO)
+    h = host.read_host(sysfs, tmp_path / "cpuinfo", cpus=4)
+    assert (h.vendor, h.family, h.model, h.cpus) == ("AuthenticAMD", 25, 17, 4)
+    assert h.model_name == "AMD EPYC 9654 96-Core Processor"
+    assert h.l1d == host.Cache(1, 32 << 10, 8) and h.l2 == host.Cache(2, 1 << 20, 8)
+    assert h.l3 == host.Cache(3, 32 << 20, 16) and h.caches_source == "sysfs"
+    assert microarch.match(h.vendor, h.family, h.model).name == "zen4"
+
+
+def test_unreadable_trees_fall_back(tmp_path):
+    sysfs = tmp_path / "cache"
+    fake_cache(sysfs, 0, 1, "Data", "garbage", 8)  # unparsable: left out
+    h = host.read_host(sysfs, tmp_path / "missing", cpus=1)
+    assert h.l1d is None and h.l2 is None and h.vendor == "" and h.family == -1
+    assert h.caches_source.startswith("target defaults")
+    assert microarch.match(h.vendor, h.family, h.model) is microarch.GENERIC
+
+
+@pytest.mark.parametrize(
+    "vendor, family, model, name",
+    [
+        ("AuthenticAMD", 0x19, 0x01, "zen3"),  # Milan
+        ("AuthenticAMD", 0x19, 0x21, "zen3"),  # Vermeer
+        ("AuthenticAMD", 0x19, 0x11, "zen4"),  # Genoa
+        ("AuthenticAMD", 0x19, 0x61, "zen4"),  # Raphael
+        ("AuthenticAMD", 0x1A, 0x02, "zen5"),  # Turin
+        ("GenuineIntel", 6, 0x8F, "golden-cove"),  # Sapphire Rapids
+        ("GenuineIntel", 6, 0xCF, "golden-cove"),  # Emerald Rapids
+        ("GenuineIntel", 6, 0x55, "generic-avx2"),  # Skylake-SP: no profile of its own
+        ("AuthenticAMD", 0x17, 0x31, "generic-avx2"),  # Zen 2
+        ("HygonGenuine", 0x18, 0x00, "generic-avx2"),
+    ],
+)
+def test_microarch_mapping(vendor, family, model, name):
+    assert microarch.match(vendor, family, model).name == name
+
+
+def test_sizes():
+    assert [host.parse_size(s) for s in ("32K", "2M", "4096", "x")] == [32768, 2 << 20, 4096, None]
+
+
+def test_profiles_turn_into_tables_per_vector_width():
+    from morello_build.target.costs import CostTable
+
+    assert microarch.BY_NAME["zen4"].cost_table(64) == CostTable()  # the built-in table, unchanged
+    zen3, gc = microarch.BY_NAME["zen3"], microarch.BY_NAME["golden-cove"]
+    assert zen3.cost_table(32).vec_fma == 0.5 and zen3.cost_table(64).vec_fma == 1.0  # 2 pipes of 256 bits
+    assert gc.cost_table(64).vec_fma == 0.5 and gc.cost_table(32).vec_load == pytest.approx(1 / 3, abs=1e-3)
+    assert gc.cost_table(32).l2_line == 1.0 and zen3.cost_table(32).l2_line == 2.0
