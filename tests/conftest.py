@@ -10,6 +10,11 @@ from pathlib import Path
 
 import pytest
 
+# Programs in the tests (and tests/golden/) must not depend on the host's CPU: every test, and every generator
+# a test starts (CMake builds, subprocesses inherit the environment), prices programs with the built-in cost
+# table unless it names another profile (target/profiles.py).
+os.environ["MORELLO_PROFILE"] = "builtin"
+
 
 def _run_dir(tmp_path_factory, name: str) -> Path:
     """A directory of this test run, shared by its xdist workers (each worker's basetemp is one level below the

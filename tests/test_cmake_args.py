@@ -26,7 +26,11 @@ CASES = {
     # id: (the call(s), substrings the error must contain)
     "unknown_keyword": (
         f"morello_add_kernel(k SPEC {GOOD} FOO)",
-        ["morello_add_kernel(k)", "unknown argument 'FOO'", "NAMESPACE, ISA, THREADS, DB, EXPORT; quote the spec"],
+        [
+            "morello_add_kernel(k)",
+            "unknown argument 'FOO'",
+            "NAMESPACE, ISA, THREADS, PROFILE, DB, EXPORT; quote the spec",
+        ],
     ),
     "lowercase_keyword": (
         f"morello_add_kernel(k SPEC {GOOD} test)",
@@ -67,6 +71,10 @@ CASES = {
     "threads_too_many": (
         f"morello_add_kernel(k SPEC {GOOD} THREADS 5000)",
         ["morello_add_kernel(k)", "THREADS '5000' is not"],
+    ),
+    "bad_profile": (
+        f"morello_add_kernel(k SPEC {GOOD} PROFILE zen9)",
+        ["morello_add_kernel(k)", "PROFILE '", "zen9' is neither a file nor one of builtin|host|zen3"],
     ),
     "bad_name": (f"morello_add_kernel(k SPEC {GOOD} NAME 1fn)", ["morello_add_kernel(k)", "bad NAME '1fn'"]),
     "keyword_name": (f"morello_add_kernel(k SPEC {GOOD} NAME class)", ["morello_add_kernel(k)", "bad NAME 'class'"]),
@@ -233,3 +241,26 @@ def test_cmake_and_python_refuse_the_same_cxx_keywords(tmp_path):
     assert not is_cxx_identifier(word)
     p = configure(tmp_path, f"morello_add_kernel(k SPEC {GOOD} NAME {word})")
     assert p.returncode != 0 and f"bad NAME '{word}'" in one_line(p.stdout), p.stdout
+
+
+def test_profile_reaches_the_generator(tmp_path):
+    """PROFILE NAME and PROFILE FILE (relative to the source dir, absolute in the command, a dependency of the
+    header) reach the generator as --profile; the cache variable MorelloBuild_PROFILE is the default."""
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "host.json").write_text('{"morello_profile": 1}')
+    body = (
+        "enable_language(CXX)\n"
+        f"morello_add_kernel(named SPEC {GOOD} PROFILE zen3 DB none)\n"
+        f"morello_add_kernel(file SPEC {GOOD} PROFILE host.json DB none)\n"
+        f"morello_add_kernel(default SPEC {GOOD} DB none)\n"
+        "get_target_property(p file MORELLO_PROFILE)\n"
+        'message(STATUS "profile=${p}")\n'
+    )
+    p = configure(tmp_path, body, "-DMorelloBuild_PROFILE=builtin")
+    assert p.returncode == 0, p.stdout
+    args = {k: (tmp_path / "build" / "morello" / f"{k}.args").read_text().splitlines() for k in ("named", "file")}
+    assert args["named"][args["named"].index("--profile") + 1] == "zen3"
+    assert args["file"][args["file"].index("--profile") + 1] == str(tmp_path / "src" / "host.json")
+    default = (tmp_path / "build" / "morello" / "default.args").read_text().splitlines()
+    assert default[default.index("--profile") + 1] == "builtin"
+    assert f"-- profile={tmp_path / 'src' / 'host.json'}" in p.stdout

@@ -3,7 +3,7 @@
 #
 # morello_add_kernel(<target> SPEC "<spec>"
 #                    [NAME <fn>] [NAMESPACE <ns>] [ISA native|avx2|avx512|avx512_bf16|highway|scalar|dispatch]
-#                    [THREADS <n>|native] [DB <path>|none] [TEST] [BENCHMARK] [EXPORT <export-set>] [NO_INSTALL])
+#                    [THREADS <n>|native] [PROFILE <file>|<name>] [DB <path>|none] [TEST] [BENCHMARK] [EXPORT <export-set>] [NO_INSTALL])
 #
 #   Creates the INTERFACE library <target> (alias morello::<target>) with the header
 #   <build>/morello/include/morello/<target>.hpp (#include "morello/<target>.hpp"), synthesized at build
@@ -15,6 +15,10 @@
 #              program per ISA level, the best one the CPU supports chosen at run time (binaries that ship)
 #   THREADS    threads the program is synthesized for, 1 to 1024: its parallel loop's tasks are split over
 #              them (default: native, the CPUs the generator may run on at build time)
+#   PROFILE    cost profile: a file written by `morello-build calibrate` (relative to the current source dir;
+#              editing it regenerates the header) or a name: builtin, host, zen3, zen4, zen5, golden-cove,
+#              generic-avx2 (default: the cache variable MorelloBuild_PROFILE if set, else the generator's:
+#              $MORELLO_PROFILE at build time, else host)
 #   DB         synthesis database, relative to the current source dir; none (also off, no, 0, false): no DB
 #              (default: the cache variable MorelloBuild_DB if set, else the generator's default)
 #   TEST       adds the executable <target>_test and the ctest <target>_test: the kernel against
@@ -24,7 +28,8 @@
 #   BENCHMARK  adds the Google Benchmark executable <target>_benchmark (GFLOP/s and GB/s counters), calling
 #              <fn>_call with every parameter
 #   EXPORT     install(TARGETS ... EXPORT <set>) set (default: MorelloKernels); NO_INSTALL: no rules
-#   Target properties: MORELLO_SPEC (as given), MORELLO_CANONICAL_SPEC, MORELLO_ISA, MORELLO_THREADS, MORELLO_NAME,
+#   Target properties: MORELLO_SPEC (as given), MORELLO_CANONICAL_SPEC, MORELLO_ISA, MORELLO_THREADS,
+#   MORELLO_PROFILE ("" when not given), MORELLO_NAME,
 #   MORELLO_NAMESPACE, MORELLO_HEADER ("morello/<target>.hpp"); exported with the target.
 #
 # morello_install_kernels(<Package> [EXPORT <set>] [NAMESPACE <ns>::] [DESTINATION <dir>] [VERSION <v>])
@@ -41,7 +46,9 @@ if(POLICY CMP0174)
 endif()
 
 set(_MORELLO_ADD_KERNEL_OPTIONS TEST BENCHMARK NO_INSTALL)
-set(_MORELLO_ADD_KERNEL_ONE_VALUE SPEC NAME NAMESPACE ISA THREADS DB EXPORT)
+set(_MORELLO_ADD_KERNEL_ONE_VALUE SPEC NAME NAMESPACE ISA THREADS PROFILE DB EXPORT)
+# The cost profiles' names (target/profiles.py names(); tests/test_profile.py checks they agree).
+set(_MORELLO_PROFILE_NAMES builtin host zen3 zen4 zen5 golden-cove generic-avx2)
 # C++ reserved words, shared with the Python CLI (codegen.CXX_KEYWORDS): one per line.
 file(STRINGS "${CMAKE_CURRENT_LIST_DIR}/cxx_keywords.txt" _MORELLO_CXX_KEYWORDS)
 
@@ -107,7 +114,7 @@ function(morello_add_kernel)
       list(APPEND _seen "${_a}")
     endif()
   endforeach()
-  foreach(_kw IN ITEMS NAME NAMESPACE ISA DB EXPORT)  # given as "" (CMP0174 NEW: defined, empty)
+  foreach(_kw IN ITEMS NAME NAMESPACE ISA PROFILE DB EXPORT)  # given as "" (CMP0174 NEW: defined, empty)
     if(DEFINED _mk_${_kw} AND "${_mk_${_kw}}" STREQUAL "")
       _morello_fail("${_kw} is empty")
     endif()
@@ -181,6 +188,22 @@ function(morello_add_kernel)
     get_filename_component(_db "${_db}" ABSOLUTE BASE_DIR "${CMAKE_CURRENT_SOURCE_DIR}")
   endif()
 
+  set(_profile "")
+  set(_profile_depends "")
+  if(DEFINED _mk_PROFILE)
+    set(_profile "${_mk_PROFILE}")
+  elseif(DEFINED MorelloBuild_PROFILE)
+    set(_profile "${MorelloBuild_PROFILE}")
+  endif()
+  if(NOT _profile STREQUAL "" AND NOT _profile IN_LIST _MORELLO_PROFILE_NAMES)
+    get_filename_component(_profile "${_profile}" ABSOLUTE BASE_DIR "${CMAKE_CURRENT_SOURCE_DIR}")
+    if(NOT EXISTS "${_profile}" OR IS_DIRECTORY "${_profile}")
+      string(JOIN "|" _accepted ${_MORELLO_PROFILE_NAMES})
+      _morello_fail("PROFILE '${_profile}' is neither a file nor one of ${_accepted}")
+    endif()
+    set(_profile_depends "${_profile}")
+  endif()
+
   if(TARGET "${_mk_target}")
     _morello_fail("a target named '${_mk_target}' already exists")
   endif()
@@ -224,6 +247,9 @@ function(morello_add_kernel)
   if(NOT _db STREQUAL "")
     list(APPEND _cmd --db "${_db}")
   endif()
+  if(NOT _profile STREQUAL "")
+    list(APPEND _cmd --profile "${_profile}")
+  endif()
   # Everything the header depends on besides the generator's files, as a file that changes only when
   # they change: Makefile generators do not notice a changed command line.
   string(JOIN "\n" _args_text "morello-build ${_version}" ${_cmd})
@@ -235,7 +261,7 @@ function(morello_add_kernel)
     BYPRODUCTS "${_header}"
     COMMAND ${_cmd}
     COMMAND "${CMAKE_COMMAND}" -E touch "${_stamp}"
-    DEPENDS ${_gen_depends} "${_args_file}"
+    DEPENDS ${_gen_depends} "${_args_file}" ${_profile_depends}
     WORKING_DIRECTORY "${_dir}"
     COMMENT "morello: synthesizing ${_mk_target} (${_ns}::${_name}, ISA ${_isa}): ${_spec}"
     VERBATIM)
@@ -265,11 +291,12 @@ function(morello_add_kernel)
     MORELLO_CANONICAL_SPEC "${_canonical}"
     MORELLO_ISA "${_isa}"
     MORELLO_THREADS "${_threads}"
+    MORELLO_PROFILE "${_profile}"
     MORELLO_NAME "${_name}"
     MORELLO_NAMESPACE "${_ns}"
     MORELLO_HEADER "${_header_rel}"
     EXPORT_PROPERTIES
-      "MORELLO_SPEC;MORELLO_CANONICAL_SPEC;MORELLO_ISA;MORELLO_THREADS;MORELLO_NAME;MORELLO_NAMESPACE;MORELLO_HEADER")
+      "MORELLO_SPEC;MORELLO_CANONICAL_SPEC;MORELLO_ISA;MORELLO_THREADS;MORELLO_PROFILE;MORELLO_NAME;MORELLO_NAMESPACE;MORELLO_HEADER")
 
   if(NOT _mk_NO_INSTALL)
     set(_export MorelloKernels)

@@ -299,6 +299,7 @@ def variant_context(user: UserSpec, impl, target, *, name: str) -> dict:
         )
     return dict(
         isa=target.isa,
+        profile=f"{target.profile} (cost table {target.cost_fingerprint})",
         threads=target.threads,
         target_attr=target.target_attr,
         dp_note=dp_note,

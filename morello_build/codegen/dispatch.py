@@ -54,5 +54,6 @@ def emit_dispatch_header(
         levels=[dict(level=v.level, code=v.code, cpu_check=v.target.cpu_check) for v in variants],
         codes=codes,
         dp_note=dp_note,
+        profile=codes[variants[0].code]["profile"],
         helper_libs=[helper_library(h) for h in helper_libs],
     )

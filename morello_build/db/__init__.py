@@ -145,7 +145,7 @@ def _stats(conn, path, target) -> str:
     lines = [f"synthesis DB {path}: {_disk_bytes(path):,} bytes on disk"]
     lines.append(
         f"namespace: target {target.isa}, {target.threads} threads, morello-build {morello_build.__version__}, "
-        f"code {code_fingerprint()}"
+        f"code {code_fingerprint()}, costs {target.profile} ({target.cost_fingerprint})"
     )
     rects, specs, keys = _ns_figures(conn, ids)
     ratio = f"{specs / rects:.2f}" if rects else "-"
@@ -288,8 +288,8 @@ def prune(path, target=None) -> str:
     compact. Every target's current namespace stays: one project may build for several ISAs."""
     from morello_build import __version__
 
-    current = "version=? AND fingerprint=?"
-    args = (__version__, code_fingerprint())
+    current = "version=? AND (fingerprint=? OR fingerprint LIKE ? || '+costs:%')"
+    args = (__version__, code_fingerprint(), code_fingerprint())
     conn = connect(path, create=False)
     try:
 

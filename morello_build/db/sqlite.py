@@ -2,7 +2,8 @@
 
 Schema (``SCHEMA`` below; bump ``SCHEMA_VERSION`` on any change):
 - ``meta``: schema version and the generator version that created the file.
-- ``ns``: one namespace per (ISA, thread count, generator version, code fingerprint). Results of other
+- ``ns``: one namespace per (ISA, thread count, generator version, code fingerprint); a target priced by
+  a cost profile other than the built-in table has "+costs:<Target.cost_fingerprint>" after the code's. Results of other
   namespaces are never read: a new version or an edited synthesizer starts from an empty namespace, and
   programs for 2 threads never answer for 16; serial specs, whose programs do not depend on the thread
   count, are stored once in the 1-thread namespace (store.py). (Schema 3 added ``threads``: a schema-2
@@ -242,8 +243,15 @@ def namespace_ids(conn, target) -> tuple[int | None, int | None]:
     return namespace_id(conn, target, create=False), namespace_id(conn, replace(target, threads=1), create=False)
 
 
+def ns_fingerprint(target) -> str:
+    """A namespace's fingerprint: the code's, and the cost profile's unless the target is priced by the
+    built-in table (so built-in results keep their namespace; other profiles never share it)."""
+    code = code_fingerprint()
+    return code if target.builtin_costs else f"{code}+costs:{target.cost_fingerprint}"
+
+
 def namespace_id(conn, target, create: bool = True) -> int | None:
-    args = (target.isa, target.threads, morello_build.__version__, code_fingerprint())
+    args = (target.isa, target.threads, morello_build.__version__, ns_fingerprint(target))
     query = "SELECT id FROM ns WHERE isa=? AND threads=? AND version=? AND fingerprint=?"
     row = conn.execute(query, args).fetchone()
     if row is None and create:

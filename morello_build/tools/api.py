@@ -8,12 +8,19 @@ from morello_build.target import DISPATCH_LEVELS, TARGETS, get_target
 
 
 def synthesize_program(
-    spec: str | UserSpec, *, isa: str = "native", threads: int | None = None, db: str | None = None, progress=None
+    spec: str | UserSpec,
+    *,
+    isa: str = "native",
+    threads: int | None = None,
+    db: str | None = None,
+    progress=None,
+    profile=None,
 ):
     """Parse (if needed) and synthesize for ``threads`` threads (None: this machine's CPUs, see
-    target.get_target): returns (user spec, target, impl, search)."""
+    target.get_target), priced by the cost ``profile`` (None: $MORELLO_PROFILE, else this host's; see
+    target/profiles.py): returns (user spec, target, impl, search)."""
     user = parse_spec(spec) if isinstance(spec, str) else spec
-    target = get_target(isa, threads=threads)
+    target = get_target(isa, threads=threads, profile=profile)
     store = open_store(db, target) if db is not None else None
     try:
         impl, search = synthesize(user.to_spec(target.limits()), target, progress=progress, store=store)
@@ -39,6 +46,7 @@ def synthesize_header(
     namespace: str = "morello",
     db: str | None = None,
     progress=None,
+    profile=None,
 ) -> str:
     """The complete generated header for ``spec`` (deterministic bytes); ``isa="dispatch"``: one header
     with a program per ISA level, chosen at run time (codegen/dispatch.py)."""
@@ -47,13 +55,17 @@ def synthesize_header(
     if isa == "dispatch":
         from morello_build.codegen.dispatch import emit_dispatch_header
 
-        user, variants = synthesize_variants(spec, threads=threads, db=db, progress=progress)
+        user, variants = synthesize_variants(spec, threads=threads, db=db, progress=progress, profile=profile)
         return emit_dispatch_header(user, variants, name=name, namespace=namespace)
-    user, target, impl, _ = synthesize_program(spec, isa=isa, threads=threads, db=db, progress=progress)
+    user, target, impl, _ = synthesize_program(
+        spec, isa=isa, threads=threads, db=db, progress=progress, profile=profile
+    )
     return emit_header(user, impl, target, name=name, namespace=namespace)
 
 
-def synthesize_variants(spec: str | UserSpec, *, threads: int | None = None, db: str | None = None, progress=None):
+def synthesize_variants(
+    spec: str | UserSpec, *, threads: int | None = None, db: str | None = None, progress=None, profile=None
+):
     """Runtime dispatch: (user spec, a Variant per level of target.DISPATCH_LEVELS, best first). Each
     level is searched for its own target (for ``threads`` threads), in its own DB store; a level whose search
     would give a lower level's program (search_isa) reuses that program and code."""
@@ -64,7 +76,9 @@ def synthesize_variants(spec: str | UserSpec, *, threads: int | None = None, db:
     for level in DISPATCH_LEVELS:
         isa = search_isa(user, level)
         if isa not in programs:
-            programs[isa] = synthesize_program(user, isa=isa, threads=threads, db=db, progress=progress)
+            programs[isa] = synthesize_program(
+                user, isa=isa, threads=threads, db=db, progress=progress, profile=profile
+            )
         _, target, impl, _ = programs[isa]
         variants.append(Variant(level, isa, TARGETS[level], target, impl))
     return user, tuple(variants)

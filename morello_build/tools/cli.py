@@ -47,10 +47,15 @@ def _synthesize(args, header: bool):
                 namespace=args.namespace,
                 db=path,
                 progress=update,
+                profile=args.profile,
             )
         if args.isa == "dispatch":
-            return api.synthesize_variants(args.spec, threads=args.threads, db=path, progress=update)
-        return api.synthesize_program(args.spec, isa=args.isa, threads=args.threads, db=path, progress=update)
+            return api.synthesize_variants(
+                args.spec, threads=args.threads, db=path, progress=update, profile=args.profile
+            )
+        return api.synthesize_program(
+            args.spec, isa=args.isa, threads=args.threads, db=path, progress=update, profile=args.profile
+        )
     finally:
         stop()
 
@@ -80,7 +85,7 @@ def cmd_explain(args) -> int:
         return 0
     user, target, impl, search = _synthesize(args, header=False)
     took = f"{search.visited:,} specs visited, {time.monotonic() - t0:.2f} s"
-    print(f"# {user}  (target {target.isa}, {target.threads} threads, {took})")
+    print(f"# {user}  (target {target.isa}, {target.threads} threads, costs {target.profile}, {took})")
     print(format_tree(impl, features=args.features, costs=target.costs))
     return 0
 
@@ -99,7 +104,7 @@ def cmd_db(args) -> int:
     path = db.resolve_path(args.db)
     if path is None:
         raise UserError("the synthesis database is disabled ('none'); name one with --db PATH")
-    target = get_target(args.isa, threads=args.threads)
+    target = get_target(args.isa, threads=args.threads, profile=args.profile)
     if args.action == "prune":
         print(db.prune(path, target))
         return 0
@@ -132,6 +137,7 @@ def _add_synth_options(p, header: bool) -> None:
         help="instruction set (default: this CPU's best; dispatch: one program per ISA level, chosen at run time)",
     )
     _add_threads_option(p)
+    add_profile_option(p)
     p.add_argument(
         "--db",
         default=None,
@@ -159,6 +165,16 @@ def _add_threads_option(p) -> None:
         metavar="N",
         help="threads the program is synthesized for: its parallel loop's tasks are split over N "
         "(default: the CPUs this process may run on); the DB keeps results per N",
+    )
+
+
+def add_profile_option(p) -> None:
+    p.add_argument(
+        "--profile",
+        default=None,
+        metavar="FILE|NAME",
+        help="cost profile: a file from `calibrate`, builtin, host, or a micro-architecture "
+        "(zen3, zen4, zen5, golden-cove, generic-avx2); default: $MORELLO_PROFILE, else host",
     )
 
 
@@ -191,8 +207,14 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--db", default=None, help="database path (default: $MORELLO_DB, else the per-user cache)")
     d.add_argument("--isa", default="native", choices=TARGET_ISAS)
     _add_threads_option(d)
+    add_profile_option(d)
     d.add_argument("--sample", type=int, default=20, help="entries re-derived by verify")
     d.set_defaults(func=cmd_db)
+    cal = sub.add_parser("calibrate", help="measure this host and write a cost profile for --profile")
+    from morello_build.tools import calibrate
+
+    calibrate.add_arguments(cal)
+    cal.set_defaults(func=calibrate.calibrate)
     v = sub.add_parser("vendor", help="copy generated headers and a manifest into a source tree")
     vendor.add_arguments(v)
     v.set_defaults(func=vendor.run)

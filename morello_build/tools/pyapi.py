@@ -241,16 +241,20 @@ def _canonical_spec(spec) -> str:
 
 
 @lru_cache(maxsize=256)
-def _synthesize(spec: str, isa: str, threads: int | None, db: str | None, name: str, namespace: str) -> str:
+def _synthesize(
+    spec: str, isa: str, threads: int | None, db: str | None, name: str, namespace: str, profile=None
+) -> str:
     """Synthesized header text. Without ``db``, headers are also cached on disk under
-    ``<cache>/headers``, keyed by spec, resolved ISA and thread count, name, namespace and the generator
-    fingerprint, so a spec compiled before costs no search at all (the search is deterministic)."""
-    from morello_build.target import resolve_threads
+    ``<cache>/headers``, keyed by spec, resolved ISA, thread count and cost profile, name, namespace and the
+    generator fingerprint, so a spec compiled before costs no search at all (the search is deterministic)."""
+    from morello_build.target import profiles, resolve_threads
     from morello_build.tools.api import resolve_isa, synthesize_header
 
+    kw = dict(isa=isa, threads=threads, name=name, namespace=namespace, profile=profile)
     if db is not None:
-        return synthesize_header(spec, isa=isa, threads=threads, name=name, namespace=namespace, db=db)
+        return synthesize_header(spec, db=db, **kw)
     resolved = f"{resolve_isa(isa)}@{resolve_threads(threads)}"
+    resolved += "" if profiles.resolve(profile) is profiles.BUILTIN else f"@{profiles.resolve(profile)!r}"
     path = cache_dir() / "headers" / f"{_sha(spec, resolved, name, namespace, generator_fingerprint())[:32]}.hpp"
     try:
         text = path.read_text()
@@ -258,19 +262,20 @@ def _synthesize(spec: str, isa: str, threads: int | None, db: str | None, name: 
         return text
     except OSError:
         pass
-    text = synthesize_header(spec, isa=isa, threads=threads, name=name, namespace=namespace)
+    text = synthesize_header(spec, **kw)
     stats["synthesized"] += 1
     write_if_changed(path, text)
     return text
 
 
-def _headers_from(header_fn, specs, isa, threads, db, names, namespaces):
+def _headers_from(header_fn, specs, isa, threads, db, names, namespaces, profile=None):
     out = []
     for spec, name, ns in zip(specs, names, namespaces):
         if header_fn is None:
-            text = _synthesize(spec, isa, threads, None if db is None else os.fspath(db), name, ns)
+            text = _synthesize(spec, isa, threads, None if db is None else os.fspath(db), name, ns, profile)
         else:
             extra = {} if threads is None else {"threads": threads}
+            extra.update({} if profile is None else {"profile": profile})
             text = header_fn(spec, isa=isa, name=name, namespace=ns, db=db, **extra)
         out.append(_Entry(text, name, ns))
     return out
@@ -283,22 +288,30 @@ def _wrap(entries: Sequence[_Entry]) -> list[Kernel]:
 
 
 def compile_kernel(
-    spec, isa: str = "native", db=None, name: str | None = None, *, threads: int | None = None, header_fn=None
+    spec,
+    isa: str = "native",
+    db=None,
+    name: str | None = None,
+    *,
+    threads: int | None = None,
+    header_fn=None,
+    profile=None,
 ) -> Kernel:
     """Synthesize ``spec``, build it into a pybind11 extension (cached) and return the callable ``Kernel``.
 
-    ``isa``, ``threads`` (default: this machine's CPUs) and ``db`` are passed to the synthesizer
+    ``isa``, ``threads`` (default: this machine's CPUs), ``db`` and the cost ``profile`` (a profile file
+    from ``morello-build calibrate``, a name, or None: $MORELLO_PROFILE, else the host's) are passed to the synthesizer
     (``morello_build.tools.api.synthesize_header``); ``name`` is
     the C++ function name in the header (default ``kernel``, namespace ``morello``). ``header_fn`` replaces
     the synthesizer (same signature as ``synthesize_header``), e.g. to wrap hand-written headers.
     """
     spec = _canonical_spec(spec)
-    entries = _headers_from(header_fn, [spec], isa, threads, db, [name or "kernel"], ["morello"])
+    entries = _headers_from(header_fn, [spec], isa, threads, db, [name or "kernel"], ["morello"], profile)
     return _wrap(entries)[0]
 
 
 def compile_kernels(
-    specs: Iterable, isa: str = "native", db=None, *, threads: int | None = None, header_fn=None
+    specs: Iterable, isa: str = "native", db=None, *, threads: int | None = None, header_fn=None, profile=None
 ) -> list[Kernel]:
     """Several kernels in **one** extension, compiled as one translation unit (the headers' shared runtime is
     parsed once: much faster than a ``compile_kernel`` per spec when many kernels are new).
@@ -308,7 +321,7 @@ def compile_kernels(
     specs = [_canonical_spec(s) for s in specs]
     names = ["kernel"] * len(specs)
     namespaces = [f"morello_k{i}" for i in range(len(specs))]
-    return _wrap(_headers_from(header_fn, specs, isa, threads, db, names, namespaces))
+    return _wrap(_headers_from(header_fn, specs, isa, threads, db, names, namespaces, profile))
 
 
 def load_header(header: str | os.PathLike, *, name: str = "kernel", namespace: str = "morello") -> Kernel:

@@ -43,14 +43,17 @@ class Kernel:
     header: str
     db: str | None = None
     threads: int = 2  # resolved: what the program was synthesized for
+    profile: str | None = None  # the cost profile (None: $MORELLO_PROFILE, else the host's)
 
     def manifest_entry(self, text: str, version: str) -> dict:
+        profile = {"profile": self.profile} if self.profile else {}
         return {
             "name": self.name,
             "namespace": self.namespace,
             "spec": self.spec,
             "isa": self.isa,
             "threads": self.threads,
+            **profile,
             "header": self.header,
             "generator_version": version,
             "sha256": sha256(text),
@@ -110,6 +113,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="synthesis database (default: $MORELLO_DB, else the per-user cache; 'none' disables it)",
     )
+    parser.add_argument(
+        "--profile",
+        default=None,
+        metavar="FILE|NAME",
+        help="cost profile (default: the manifest's, else $MORELLO_PROFILE, else host; recorded when given)",
+    )
 
 
 def _kernels_from_args(args) -> list[Kernel]:
@@ -119,7 +128,8 @@ def _kernels_from_args(args) -> list[Kernel]:
     for spec in args.specs:
         name = args.name or default_name(spec)
         isa, threads = resolve_isa(args.isa or "native"), resolve_threads(args.threads)
-        out.append(Kernel(name, args.namespace or "morello", spec, isa, f"{name}.hpp", args.db, threads))
+        ns = args.namespace or "morello"
+        out.append(Kernel(name, ns, spec, isa, f"{name}.hpp", args.db, threads, args.profile))
     return out
 
 
@@ -149,6 +159,7 @@ def _kernels_from_manifest(path: Path, args) -> list[Kernel]:
                 header=e.get("header") or f"{name}.hpp",
                 db=e.get("db", args.db),
                 threads=resolve_threads(args.threads if args.threads is not None else e.get("threads")),
+                profile=args.profile or e.get("profile"),
             )
         )
     return out
@@ -212,7 +223,9 @@ def run(args) -> int:
     for i, k in enumerate(kernels, 1):
         print(f"[{i}/{len(kernels)}] {k.namespace}::{k.name} ({k.isa}, {k.threads} threads): {k.spec}", file=sys.stderr)
         db = resolve_path(k.db, warn=warn)
-        text = synthesize_header(k.spec, isa=k.isa, threads=k.threads, name=k.name, namespace=k.namespace, db=db)
+        text = synthesize_header(
+            k.spec, isa=k.isa, threads=k.threads, name=k.name, namespace=k.namespace, db=db, profile=k.profile
+        )
         entries.append(k.manifest_entry(text, __version__))
         path = out / k.header
         if args.check:
