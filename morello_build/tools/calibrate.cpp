@@ -1,0 +1,249 @@
+// Micro-benchmarks of `morello-build calibrate` (tools/calibrate.py compiles and runs this file on the host).
+// Usage: calibrate <reps> <dram_mib> <l2_kib> <threads> <has_avx512>
+// Prints one line per repetition: "<name> <value>", the value in nanoseconds per unit (the unit is named by the
+// caller: one FMA, one vector load, one line, one run, one parallel round). Buffers hold distinct random data
+// (never constant fills: the host may merge identical pages, DESIGN.md).
+#include <immintrin.h>
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+static double now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+static volatile float g_sink;
+
+// -- the clock: a chain of dependent integer adds, one cycle each on every x86 core --------------------
+__attribute__((noinline)) static double clock_ns(long n) {
+  long x = 0;
+  double t0 = now();
+  for (long i = 0; i < n; ++i)
+    asm volatile("add $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\t" : "+r"(x));
+  double t = now() - t0;
+  g_sink = (float)x;
+  return t * 1e9 / (4.0 * n);
+}
+
+// -- FMA throughput (12 independent accumulators) and latency (one chain) ---------------------------
+#define FMA12(F, V)                                                                                         \
+  a0 = F(a0, b, c); a1 = F(a1, b, c); a2 = F(a2, b, c); a3 = F(a3, b, c); a4 = F(a4, b, c); a5 = F(a5, b, c); \
+  a6 = F(a6, b, c); a7 = F(a7, b, c); a8 = F(a8, b, c); a9 = F(a9, b, c); a10 = F(a10, b, c); a11 = F(a11, b, c);
+
+#define FMA_BENCH(NAME, ATTR, V, SET1, FMA, ADD, CVT)                                                       \
+  __attribute__((target(ATTR), noinline)) static double NAME##_tp(long n) {                                 \
+    V b = SET1(0.9999999f), c = SET1(1e-7f);                                                                \
+    V a0 = SET1(1), a1 = SET1(2), a2 = SET1(3), a3 = SET1(4), a4 = SET1(5), a5 = SET1(6), a6 = SET1(7);     \
+    V a7 = SET1(8), a8 = SET1(9), a9 = SET1(10), a10 = SET1(11), a11 = SET1(12);                            \
+    double t0 = now();                                                                                      \
+    for (long i = 0; i < n; ++i) {                                                                          \
+      FMA12(FMA, V)                                                                                         \
+    }                                                                                                       \
+    double t = now() - t0;                                                                                  \
+    V s = ADD(ADD(ADD(a0, a1), ADD(a2, a3)), ADD(ADD(a4, a5), ADD(a6, a7)));                                \
+    s = ADD(s, ADD(ADD(a8, a9), ADD(a10, a11)));                                                            \
+    g_sink = CVT(s);                                                                                        \
+    return t * 1e9 / (12.0 * n);                                                                            \
+  }                                                                                                         \
+  __attribute__((target(ATTR), noinline)) static double NAME##_lat(long n) {                                \
+    V b = SET1(0.9999999f), c = SET1(1e-7f), a = SET1(1);                                                   \
+    double t0 = now();                                                                                      \
+    for (long i = 0; i < n; ++i) {                                                                          \
+      a = FMA(a, b, c); a = FMA(a, b, c); a = FMA(a, b, c); a = FMA(a, b, c);                               \
+    }                                                                                                       \
+    double t = now() - t0;                                                                                  \
+    g_sink = CVT(a);                                                                                        \
+    return t * 1e9 / (4.0 * n);                                                                             \
+  }
+
+__attribute__((target("avx2,fma"))) static float cvt256(__m256 v) { return _mm256_cvtss_f32(v); }
+__attribute__((target("avx512f"))) static float cvt512(__m512 v) { return _mm512_cvtss_f32(v); }
+FMA_BENCH(fma256, "avx2,fma", __m256, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_add_ps, cvt256)
+FMA_BENCH(fma512, "avx512f", __m512, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_add_ps, cvt512)
+
+// -- loads and stores: 256-bit vectors, OR-ed into 8 accumulators (logic ops have the most ports) -------
+__attribute__((target("avx2"), noinline)) static __m256 read_range(const float* p, size_t floats, __m256 acc) {
+  __m256 s0 = acc, s1 = acc, s2 = acc, s3 = acc, s4 = acc, s5 = acc, s6 = acc, s7 = acc;
+  for (size_t i = 0; i + 64 <= floats; i += 64) {
+    s0 = _mm256_or_ps(s0, _mm256_load_ps(p + i));
+    s1 = _mm256_or_ps(s1, _mm256_load_ps(p + i + 8));
+    s2 = _mm256_or_ps(s2, _mm256_load_ps(p + i + 16));
+    s3 = _mm256_or_ps(s3, _mm256_load_ps(p + i + 24));
+    s4 = _mm256_or_ps(s4, _mm256_load_ps(p + i + 32));
+    s5 = _mm256_or_ps(s5, _mm256_load_ps(p + i + 40));
+    s6 = _mm256_or_ps(s6, _mm256_load_ps(p + i + 48));
+    s7 = _mm256_or_ps(s7, _mm256_load_ps(p + i + 56));
+  }
+  return _mm256_or_ps(_mm256_or_ps(_mm256_or_ps(s0, s1), _mm256_or_ps(s2, s3)),
+                      _mm256_or_ps(_mm256_or_ps(s4, s5), _mm256_or_ps(s6, s7)));
+}
+
+// ns per 256-bit load, reading `floats` floats `passes` times (L1: 16 KiB; L2: a block of it)
+__attribute__((target("avx2"), noinline)) static double read_ns_per_load(const float* p, size_t floats, long passes) {
+  __m256 acc = _mm256_setzero_ps();
+  double t0 = now();
+  for (long r = 0; r < passes; ++r) acc = read_range(p, floats, acc);
+  double t = now() - t0;
+  g_sink = _mm256_cvtss_f32(acc);
+  return t * 1e9 / ((double)passes * (floats / 8));
+}
+
+__attribute__((target("avx2"), noinline)) static double store_ns(float* p, size_t floats, long passes) {
+  __m256 v = _mm256_set1_ps(1.5f);
+  double t0 = now();
+  for (long r = 0; r < passes; ++r) {
+    for (size_t i = 0; i + 32 <= floats; i += 32) {
+      _mm256_store_ps(p + i, v);
+      _mm256_store_ps(p + i + 8, v);
+      _mm256_store_ps(p + i + 16, v);
+      _mm256_store_ps(p + i + 24, v);
+    }
+    asm volatile("" ::: "memory");
+  }
+  double t = now() - t0;
+  return t * 1e9 / ((double)passes * (floats / 8));
+}
+
+// `streams` interleaved sequential streams over equal parts of the buffer, one line of each in turn
+__attribute__((target("avx2"), noinline)) static double interleaved_ns_per_line(const float* p, size_t floats,
+                                                                                  int streams) {
+  size_t part = floats / streams / 16 * 16, lines = part / 16;
+  __m256 acc = _mm256_setzero_ps();
+  double t0 = now();
+  for (size_t l = 0; l < lines; ++l)
+    for (int s = 0; s < streams; ++s) {
+      const float* q = p + s * part + l * 16;
+      acc = _mm256_or_ps(acc, _mm256_or_ps(_mm256_load_ps(q), _mm256_load_ps(q + 8)));
+    }
+  double t = now() - t0;
+  g_sink = _mm256_cvtss_f32(acc);
+  return t * 1e9 / ((double)lines * streams);
+}
+
+// runs of `run` bytes, `gap` bytes apart (each on a new page), in passes that start one run further along
+__attribute__((target("avx2"), noinline)) static double short_run_ns(const float* p, size_t floats, size_t run,
+                                                                       size_t gap) {
+  size_t runs = floats * 4 / gap, passes = std::min<size_t>(gap / run, 8);
+  __m256 acc = _mm256_setzero_ps();
+  double t0 = now();
+  for (size_t o = 0; o < passes; ++o)
+    for (size_t r = 0; r < runs; ++r) acc = read_range(p + (r * gap + o * run) / 4, run / 4, acc);
+  double t = now() - t0;
+  g_sink = _mm256_cvtss_f32(acc);
+  return t * 1e9 / ((double)runs * passes);
+}
+
+// -- a persistent pool: ns per parallel round (wake the sleeping workers, each runs an empty task, join them).
+// Sleeping on a condition variable, not spinning: on a loaded host a spinning pool measures the scheduler. ---
+struct Pool {
+  std::mutex m;
+  std::condition_variable wake, done;
+  long generation = 0;
+  int pending = 0;
+  bool stop = false;
+  std::vector<std::thread> workers;
+  explicit Pool(int n) {
+    for (int i = 0; i < n; ++i)
+      workers.emplace_back([this] {
+        long seen = 0;
+        for (;;) {
+          std::unique_lock<std::mutex> lock(m);
+          wake.wait(lock, [&] { return stop || generation != seen; });
+          if (stop) return;
+          seen = generation;
+          if (--pending == 0) done.notify_one();
+        }
+      });
+  }
+  void round() {
+    std::unique_lock<std::mutex> lock(m);
+    pending = (int)workers.size();
+    ++generation;
+    wake.notify_all();
+    done.wait(lock, [&] { return pending == 0; });
+  }
+  ~Pool() {
+    {
+      std::lock_guard<std::mutex> lock(m);
+      stop = true;
+    }
+    wake.notify_all();
+    for (auto& t : workers) t.join();
+  }
+};
+
+static float* random_buffer(size_t floats, uint64_t seed) {
+  float* p = static_cast<float*>(std::aligned_alloc(4096, (floats * 4 + 4095) / 4096 * 4096));
+  uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
+  uint32_t* u = reinterpret_cast<uint32_t*>(p);
+  for (size_t i = 0; i < floats; ++i) {
+    x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+    u[i] = (uint32_t)x & 0x3F7FFFFFu;  // finite floats
+  }
+  return p;
+}
+
+// The least of a few short trials: on a shared host, descheduling only ever adds time.
+template <class F>
+static double best(F f, int trials = 5) {
+  double b = f();
+  for (int i = 1; i < trials; ++i) b = std::min(b, f());
+  return b;
+}
+
+int main(int argc, char** argv) {
+  if (argc != 6) {
+    std::fprintf(stderr, "usage: calibrate reps dram_mib l2_kib threads has_avx512\n");
+    return 2;
+  }
+  int reps = std::atoi(argv[1]), threads = std::max(1, std::atoi(argv[4])), avx512 = std::atoi(argv[5]);
+  size_t dram = (size_t)std::atol(argv[2]) << 20, l2 = (size_t)std::atol(argv[3]) << 10;
+  long scale = dram >= (64u << 20) ? 4 : 1;  // the quick mode runs shorter loops
+  size_t dram_floats = dram / 4;
+  float* big = random_buffer(dram_floats, 1);
+  float* l1 = random_buffer(16 << 8, 2);  // 16 KiB
+  float* mid = random_buffer(l2 / 4, 3);
+  std::vector<float*> parts;
+  for (int t = 0; t < threads; ++t) parts.push_back(random_buffer(dram_floats / threads, 10 + t));
+  Pool pool(threads - 1);
+  for (int r = 0; r < reps; ++r) {
+    std::printf("clock %.6f\n", best([&] { return clock_ns(2000000 * scale / 5); }));
+    std::printf("fma_tp_256 %.6f\n", best([&] { return fma256_tp(400000 * scale / 5); }));
+    std::printf("fma_lat_256 %.6f\n", best([&] { return fma256_lat(400000 * scale / 5); }));
+    if (avx512) {
+      std::printf("fma_tp_512 %.6f\n", best([&] { return fma512_tp(400000 * scale / 5); }));
+      std::printf("fma_lat_512 %.6f\n", best([&] { return fma512_lat(400000 * scale / 5); }));
+    }
+    std::printf("l1_load %.6f\n", best([&] { return read_ns_per_load(l1, 16 << 8, 4000 * scale / 5); }));
+    std::printf("l1_store %.6f\n", best([&] { return store_ns(l1, 16 << 8, 4000 * scale / 5); }));
+    long l2_passes = std::max<long>(1, (long)(64 << 20) / (long)l2 * scale / 20);
+    std::printf("l2_line %.6f\n", best([&] { return 2 * read_ns_per_load(mid, l2 / 4, l2_passes); }));
+    std::printf("dram_line %.6f\n", 2 * read_ns_per_load(big, dram_floats, 1));
+    {  // every thread reads its own part at once: ns per line of one thread
+      std::vector<double> ns(threads);
+      std::vector<std::thread> ts;
+      for (int t = 0; t < threads; ++t)
+        ts.emplace_back([&, t] { ns[t] = 2 * read_ns_per_load(parts[t], dram_floats / threads, 1); });
+      for (auto& t : ts) t.join();
+      std::printf("dram_line_all %.6f\n", *std::max_element(ns.begin(), ns.end()));
+    }
+    std::printf("interleaved_line %.6f\n", interleaved_ns_per_line(big, dram_floats, 4));
+    std::printf("short_run %.6f\n", short_run_ns(big, dram_floats, 512, 32768));
+    {
+      long rounds = 400 * scale;
+      std::printf("parallel_round %.6f\n", best([&] {
+                    double t0 = now();
+                    for (long i = 0; i < rounds; ++i) pool.round();
+                    return (now() - t0) * 1e9 / rounds;
+                  }));
+    }
+    std::fflush(stdout);
+  }
+  return 0;
+}

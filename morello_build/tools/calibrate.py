@@ -1,0 +1,172 @@
+"""`morello-build calibrate`: measure this host with micro-benchmarks, fit the cost table, write a profile.
+
+The benchmarks (``calibrate.cpp``, compiled here with the C++ compiler: $CXX, else c++) run ``reps`` times
+in one process; each measurement's median and spread (interquartile range / median) are reported, and a
+measurement whose spread is over ``max_spread`` refuses the fit (one line: a shared, busy host). Times are
+turned into cycles by the clock benchmark and fitted by tools/fit.py. The profile file (JSON; read by
+``--profile FILE``, target/profiles.py) records the host signature, the measurements, the fit and the date.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from statistics import median
+
+from morello_build.tools.errors import UserError
+
+SOURCE = Path(__file__).with_name("calibrate.cpp")
+DEFAULT_OUTPUT = "morello-profile.json"
+
+
+def compiler() -> str:
+    cxx = os.environ.get("CXX") or shutil.which("c++") or shutil.which("g++") or shutil.which("clang++")
+    if not cxx:
+        raise UserError("calibrate needs a C++ compiler: set CXX or install g++/clang++")
+    return cxx
+
+
+def run_benchmarks(reps: int, quick: bool, threads: int, l2_bytes: int, l3_bytes: int, avx512: bool):
+    """{measurement: [ns per unit, one per repetition]} (the first repetition is a warm-up, dropped)."""
+    dram_mib = 16 if quick else max(256, 4 * l3_bytes >> 20)  # DRAM: well beyond the last-level cache
+    l2_kib = max(64, l2_bytes // 2 >> 10)
+    with tempfile.TemporaryDirectory(prefix="morello-calibrate-") as tmp:
+        exe = Path(tmp) / "calibrate"
+        cmd = [compiler(), "-O2", "-std=c++17", "-pthread", "-o", str(exe), str(SOURCE)]
+        p = subprocess.run(cmd, capture_output=True, text=True)
+        if p.returncode:
+            first = (p.stderr.strip().splitlines() or ["no output"])[0]
+            raise UserError(f"calibrate: compiling the micro-benchmarks failed: {first}")
+        args = [str(reps + 1), str(dram_mib), str(l2_kib), str(threads), str(int(avx512))]
+        p = subprocess.run([str(exe), *args], capture_output=True, text=True)
+        if p.returncode:
+            raise UserError(f"calibrate: the micro-benchmarks failed (exit {p.returncode}): {p.stderr.strip()}")
+    samples: dict[str, list[float]] = {}
+    for line in p.stdout.splitlines():
+        name, value = line.split()
+        samples.setdefault(name, []).append(float(value))
+    return {k: v[1:] for k, v in samples.items()}
+
+
+def spread(values: list[float]) -> float:
+    """Interquartile range over the median (with fewer than 4 values: the range)."""
+    from statistics import quantiles
+
+    if len(values) < 2:
+        return 0.0
+    if len(values) < 4:
+        return (max(values) - min(values)) / median(values)
+    q1, _, q3 = quantiles(values, n=4, method="inclusive")
+    return (q3 - q1) / median(values)
+
+
+def summarize(samples: dict[str, list[float]], threads: int, max_spread: float) -> dict[str, dict]:
+    """Per measurement: median ns, spread, cycles per unit; a UserError when one is too noisy to fit."""
+    from morello_build.tools.fit import CLOCK, ROWS, WIDTH_ROWS
+
+    if CLOCK not in samples or not samples[CLOCK]:
+        raise UserError("calibrate: no clock measurement")
+    clock = median(samples[CLOCK])
+    out = {}
+    for name, values in samples.items():
+        if name == "parallel_round" and threads < 2:
+            continue  # one CPU: nothing to wake
+        unit = ROWS[name][0] if name in ROWS else WIDTH_ROWS[name][0] if name in WIDTH_ROWS else "one cycle"
+        med = median(values)
+        out[name] = dict(unit=unit, median_ns=round(med, 4), spread=round(spread(values), 4), reps=len(values))
+        out[name]["cycles"] = round(med / clock, 4)
+    noisy = sorted((m["spread"], n) for n, m in out.items() if m["spread"] > max_spread)
+    if noisy:
+        s, n = noisy[-1]
+        raise UserError(
+            f"calibrate: measurements too noisy to fit ({n}: spread {s:.0%} > {max_spread:.0%}, "
+            f"{len(noisy)} over); rerun on a quieter host or raise --max-spread"
+        )
+    return out
+
+
+def profile_data(measurements: dict[str, dict], host, base: str, seconds: float) -> dict:
+    """The profile file's contents (target/profiles.py FILE_KEYS)."""
+    from morello_build.tools.fit import CLOCK, WIDTH_ROWS, fit
+
+    cycles = {n: m["cycles"] for n, m in measurements.items() if n != CLOCK}
+    result = fit(cycles)
+    widths: dict[str, dict[str, float]] = {}
+    for name, (_, width, feature) in WIDTH_ROWS.items():
+        if name in cycles:
+            widths.setdefault(str(width), {})[feature] = cycles[name]
+    data = {
+        "morello_profile": 1,
+        "name": f"calibrated: {host.model_name or host.vendor or 'unknown CPU'}",
+        "date": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "host": host.signature(),
+        "base": base,
+        "measurements": measurements,
+        "fit": {
+            "clock_ghz": round(1 / measurements[CLOCK]["median_ns"], 3),
+            "residuals": result.residuals,
+            "seconds": round(seconds, 1),
+        },
+        "costs": result.costs,
+        "widths": widths,
+    }
+    if host.l1d and host.l2:
+        data["caches"] = dict(l1d_bytes=host.l1d.bytes, l1d_ways=host.l1d.ways, l2_bytes=host.l2.bytes)
+    return data
+
+
+def calibrate(args) -> int:
+    import sys
+
+    from morello_build.target import microarch, profiles, runnable_isas
+    from morello_build.target.host import host_facts
+
+    t0 = time.monotonic()
+    host = host_facts()
+    if args.measurements:
+        try:
+            samples = json.loads(Path(args.measurements).read_text())
+        except (OSError, json.JSONDecodeError) as e:
+            raise UserError(f"calibrate: cannot read measurements {args.measurements}: {e}") from None
+    else:
+        l2 = host.l2.bytes if host.l2 else 1 << 20
+        l3 = host.l3.bytes if host.l3 else 32 << 20
+        avx512 = "avx512" in runnable_isas()
+        reps = args.reps or (3 if args.quick else 7)
+        print(f"calibrate: {host.model_name or 'unknown CPU'}, {host.cpus} CPUs, {reps} repetitions", file=sys.stderr)
+        samples = run_benchmarks(reps, args.quick, host.cpus, l2, l3, avx512)
+    max_spread = args.max_spread if args.max_spread is not None else float("inf") if args.quick else 0.25
+    measurements = summarize(samples, host.cpus, max_spread)
+    m = microarch.match(host.vendor, host.family, host.model)
+    data = profile_data(measurements, host, "builtin" if m.builtin else m.name, time.monotonic() - t0)
+    profiles.parse(data, "calibrate")  # what --profile will read back
+    Path(args.output).write_text(json.dumps(data, indent=2) + "\n")
+    for name, mm in measurements.items():
+        print(
+            f"  {name:17} {mm['median_ns']:12.3f} ns  spread {mm['spread']:6.1%}  {mm['cycles']:10.2f} cycles",
+            file=sys.stderr,
+        )
+    fitted = ", ".join(f"{k} {v:g}" for k, v in data["costs"].items())
+    print(f"fitted: {fitted}", file=sys.stderr)
+    print(f"wrote {args.output} ({time.monotonic() - t0:.1f} s)", file=sys.stderr)
+    return 0
+
+
+def add_arguments(p) -> None:
+    p.add_argument("-o", "--output", default=DEFAULT_OUTPUT, help=f"profile file to write (default: {DEFAULT_OUTPUT})")
+    p.add_argument("--reps", type=int, default=None, help="repetitions of each measurement (default: 7; --quick: 3)")
+    p.add_argument(
+        "--max-spread",
+        type=float,
+        default=None,
+        help="refuse to fit when a measurement's interquartile range exceeds this share of its median "
+        "(default: 0.25; --quick: never)",
+    )
+    p.add_argument("--quick", action="store_true", help="tiny buffers and short loops (a smoke test, not a profile)")
+    p.add_argument("--measurements", metavar="FILE", help="fit these samples (JSON: name -> [ns, ...]) instead")

@@ -1,0 +1,77 @@
+"""The calibration fit: cost-table constants from micro-benchmark measurements by non-negative least squares.
+
+Each measurement is one unit of a micro-benchmark (one FMA, one line read from DRAM, one parallel round) and
+says which cost features that unit counts (``ROWS``): its time in cycles should be the features' counts
+times the constants. The fit minimizes the relative error over all rows with every constant >= 0
+(Lawson-Hanson NNLS, ``nnls``); constants no row counts keep the base table's values.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# measurement name -> (what one unit is, the cost features one unit counts)
+ROWS: dict[str, tuple[str, dict[str, float]]] = {
+    "fma_tp_256": ("one 256-bit FMA of 12 independent chains", {"vec_fma": 1}),
+    "fma_lat_256": ("one 256-bit FMA of a dependent chain", {"fma_latency": 1}),
+    "l1_load": ("one 256-bit load from L1", {"vec_load": 1}),
+    "l1_store": ("one 256-bit store to L1", {"vec_store": 1}),
+    "l2_line": ("a 64-byte line streamed from L2", {"l2_line": 1, "vec_load": 2}),
+    "dram_line": ("a line streamed from DRAM, one thread", {"gl_line": 1, "vec_load": 2}),
+    "dram_line_all": ("a line from DRAM per thread, all threads reading", {"gl_line": 1, "vec_load": 2}),
+    "interleaved_line": ("a DRAM line of 4 interleaved streams", {"gl_line": 1, "gl_interleaved": 1, "vec_load": 2}),
+    "short_run": ("a 512-byte DRAM run on a new page", {"gl_line": 8, "gl_short_run": 1, "vec_load": 16}),
+    "parallel_round": ("waking and joining the pool once", {"parallel_setup": 1}),
+}
+# Measured but fitted per vector width (profiles' "widths"), not in the shared rows.
+WIDTH_ROWS: dict[str, tuple[str, int, str]] = {
+    "fma_tp_512": ("one 512-bit FMA of 12 independent chains", 64, "vec_fma"),
+    "fma_lat_512": ("one 512-bit FMA of a dependent chain", 64, "fma_latency"),
+}
+CLOCK = "clock"  # ns per cycle: a chain of dependent integer adds
+
+
+@dataclass(frozen=True)
+class Fit:
+    costs: dict[str, float]  # the fitted constants (cycles)
+    residuals: dict[str, float]  # per measurement: (model - measured) / measured
+
+
+def nnls(a, b, tol: float = 1e-12):
+    """Lawson-Hanson non-negative least squares: x >= 0 minimizing |a x - b|."""
+    import numpy as np
+
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    n = a.shape[1]
+    passive, x = np.zeros(n, bool), np.zeros(n)
+    for _ in range(3 * n + 10):
+        w = a.T @ (b - a @ x)
+        if passive.all() or np.max(np.where(passive, -np.inf, w)) <= tol:
+            break
+        passive[int(np.argmax(np.where(passive, -np.inf, w)))] = True
+        while True:
+            z = np.zeros(n)
+            z[passive] = np.linalg.lstsq(a[:, passive], b, rcond=None)[0]
+            if (z[passive] > tol).all():
+                break
+            neg = passive & (z <= tol)
+            alpha = np.min(x[neg] / (x[neg] - z[neg]))
+            x = x + alpha * (z - x)
+            passive &= x > tol
+            x[~passive] = 0.0
+        x = z
+    return x
+
+
+def fit(cycles: dict[str, float]) -> Fit:
+    """The constants of the rows whose measurements (``cycles``: cycles per unit) are present."""
+    import numpy as np
+
+    names = [m for m in ROWS if m in cycles and cycles[m] > 0]
+    features = sorted({f for m in names for f in ROWS[m][1]})
+    a = np.array([[ROWS[m][1].get(f, 0.0) / cycles[m] for f in features] for m in names])  # relative error
+    x = nnls(a, np.ones(len(names)))
+    costs = {f: round(float(v), 4) for f, v in zip(features, x)}
+    model = {m: sum(c * costs[f] for f, c in ROWS[m][1].items()) for m in names}
+    residuals = {m: round((model[m] - cycles[m]) / cycles[m], 4) for m in names}
+    return Fit(costs, residuals)

@@ -1,0 +1,161 @@
+"""Cost profiles (target/profiles.py): names, profile files and their errors, the calibration fit (tools/fit.py,
+tools/calibrate.py with injected measurements: no benchmark runs here), and the plumbing into targets, the DB,
+headers and the CLI. The suite pins the built-in profile (conftest.py), so nothing here depends on the host."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from morello_build.target import TARGETS, get_target, profiles
+from morello_build.target.costs import CostTable
+from morello_build.target.host import Cache, HostFacts
+from morello_build.tools import calibrate, cli, fit
+
+HOST = HostFacts("AuthenticAMD", 25, 1, "AMD EPYC 7763", 2, Cache(1, 32 << 10, 8), Cache(2, 512 << 10, 8), None)
+TRUE = dict(
+    vec_fma=0.5, fma_latency=4.0, vec_load=0.6, vec_store=1.1, l2_line=0.8, gl_line=20.0, gl_interleaved=6.0
+) | dict(gl_short_run=150.0, parallel_setup=9000.0)
+
+
+def synthetic_cycles(costs: dict, noise: float = 0.0) -> dict[str, float]:
+    """Cycles per unit each benchmark would measure if the model were exact (times 1 + noise, alternating)."""
+    out = {}
+    for i, (name, (_, row)) in enumerate(fit.ROWS.items()):
+        out[name] = sum(c * costs[f] for f, c in row.items()) * (1 + (noise if i % 2 else -noise))
+    return out
+
+
+def test_the_suite_pins_the_builtin_profile():
+    assert os.environ[profiles.ENV] == "builtin"
+    assert get_target("avx2", threads=2) is TARGETS["avx2"]
+
+
+def test_names_agree_with_cmake():
+    cmake = (Path(profiles.__file__).parent.parent / "cmake" / "MorelloBuildFunctions.cmake").read_text()
+    listed = re.search(r"set\(_MORELLO_PROFILE_NAMES ([^)]*)\)", cmake).group(1).split()
+    assert tuple(listed) == profiles.names()
+
+
+def test_named_profiles():
+    zen4, zen3 = get_target("avx2", profile="zen4"), get_target("avx2", profile="zen3")
+    assert zen4.costs == CostTable() and zen4.builtin_costs and zen4.profile == "zen4"
+    assert (zen3.l1_bytes, zen3.l1_ways, zen3.l2_bytes, zen3.profile) == (32 << 10, 8, 512 << 10, "zen3")
+    assert not zen3.builtin_costs and zen3.cost_fingerprint != zen4.cost_fingerprint
+    assert get_target("avx512", profile="zen3").costs.vec_fma == 1.0  # zmm FMAs on 256-bit pipes
+    with pytest.raises(profiles.ProfileError, match="'zen9' is neither a file nor one of: builtin, host, zen3"):
+        get_target("avx2", profile="zen9")
+
+
+def test_nnls_recovers_known_constants():
+    result = fit.fit(synthetic_cycles(TRUE))
+    assert result.costs == pytest.approx(TRUE, rel=1e-3)
+    assert max(abs(r) for r in result.residuals.values()) < 1e-3
+    noisy = fit.fit(synthetic_cycles(TRUE, noise=0.02))  # 2% noise: a surcharge (a difference) moves most
+    assert noisy.costs == pytest.approx(TRUE, rel=0.2)
+
+
+def test_nnls_keeps_constants_non_negative():
+    cycles = synthetic_cycles(TRUE)
+    cycles["interleaved_line"] = cycles["dram_line"] * 0.9  # interleaved faster than one stream: no surcharge
+    costs = fit.fit(cycles).costs
+    assert costs["gl_interleaved"] == 0 and min(costs.values()) >= 0
+
+
+def samples_from(cycles: dict[str, float], clock_ns: float = 0.25) -> dict[str, list[float]]:
+    out = {name: [c * clock_ns * f for f in (0.99, 1.0, 1.01, 1.0, 1.0)] for name, c in cycles.items()}
+    out["clock"] = [clock_ns] * 5
+    out["fma_tp_512"] = [2 * TRUE["vec_fma"] * clock_ns] * 5
+    return out
+
+
+def test_profile_file_round_trip(tmp_path):
+    measurements = calibrate.summarize(samples_from(synthetic_cycles(TRUE)), threads=2, max_spread=0.25)
+    data = calibrate.profile_data(measurements, HOST, "zen3", seconds=1.0)
+    assert data["host"] == dict(vendor="AuthenticAMD", family=25, model=1, model_name="AMD EPYC 7763", cpus=2)
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(data))
+    t = get_target("avx2", profile=str(path))
+    assert t.costs.gl_line == pytest.approx(20.0, rel=1e-3) and t.costs.loop_iter == CostTable().loop_iter
+    assert (t.l1_bytes, t.l1_ways, t.l2_bytes) == (32 << 10, 8, 512 << 10)
+    assert get_target("avx512", profile=str(path)).costs.vec_fma == pytest.approx(1.0)  # its "widths"
+    assert t.profile == "calibrated: AMD EPYC 7763"
+
+
+def test_noisy_measurements_refuse_the_fit():
+    samples = samples_from(synthetic_cycles(TRUE))
+    samples["dram_line"] = [10.0, 20.0, 30.0, 40.0, 50.0]
+    with pytest.raises(cli.UserError, match=r"too noisy to fit \(dram_line: spread 67% > 25%, 1 over\)"):
+        calibrate.summarize(samples, threads=2, max_spread=0.25)
+
+
+BAD = [
+    ([], "a profile is a JSON object"),
+    ({"morello_profile": 1, "colour": 1}, "unknown field 'colour'"),
+    ({"morello_profile": 2}, "'morello_profile' must be 1"),
+    ({"morello_profile": 1, "costs": {"gl_lines": 1}}, "unknown cost 'gl_lines'"),
+    ({"morello_profile": 1, "costs": {"gl_line": -1}}, "cost 'gl_line' must be a non-negative number"),
+    ({"morello_profile": 1, "costs": {"gl_line": "8"}}, "cost 'gl_line' must be a non-negative number"),
+    ({"morello_profile": 1, "base": "zen9"}, "unknown base 'zen9'"),
+    ({"morello_profile": 1, "caches": {"l1d_bytes": 32768}}, "'caches' must have exactly"),
+    ({"morello_profile": 1, "widths": {"16": {}}}, "'widths' must be an object with keys among 32, 64"),
+    ({"morello_profile": 1, "widths": {"64": {"vec_fmas": 1}}}, "widths.64: unknown cost 'vec_fmas'"),
+]
+
+
+@pytest.mark.parametrize("data, message", BAD)
+def test_malformed_profiles_say_what_is_wrong(data, message):
+    with pytest.raises(profiles.ProfileError, match=re.escape(message)):
+        profiles.parse(data, "p.json")
+
+
+def test_cli_calibrate_from_measurements_and_profile_errors(tmp_path, capsys):
+    samples = tmp_path / "samples.json"
+    samples.write_text(json.dumps(samples_from(synthetic_cycles(TRUE))))
+    out = tmp_path / "profile.json"
+    assert cli.main(["calibrate", "--measurements", str(samples), "-o", str(out)]) == 0
+    assert "fitted: " in capsys.readouterr().err and json.loads(out.read_text())["morello_profile"] == 1
+    spec = ["matmul 2x2x2 serial", "--isa", "scalar", "--db", "none"]
+    assert cli.main(["explain", *spec, "--profile", str(out)]) == 0
+    assert "costs calibrated: " in capsys.readouterr().out
+    (tmp_path / "bad.json").write_text("{nope")
+    assert cli.main(["explain", *spec, "--profile", str(tmp_path / "bad.json")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("morello-build: error: profile ") and "not JSON" in err and "\n" not in err
+
+
+def test_header_names_the_profile(capsys):
+    assert cli.main(["synth", "matmul 2x2x2 serial", "--isa", "scalar", "--db", "none", "--profile", "zen3"]) == 0
+    fp = get_target("scalar", profile="zen3").cost_fingerprint
+    assert f"// Costs:   profile zen3 (cost table {fp})\n" in capsys.readouterr().out
+
+
+def test_db_keys_results_by_profile(tmp_path):
+    from morello_build.db.sqlite import code_fingerprint, connect, namespace_id, ns_fingerprint
+
+    builtin, zen3 = TARGETS["avx2"], get_target("avx2", threads=2, profile="zen3")
+    assert ns_fingerprint(builtin) == code_fingerprint()  # built-in results keep their namespace
+    assert ns_fingerprint(get_target("avx2", threads=2, profile="zen5")) == code_fingerprint()
+    conn = connect(tmp_path / "db.sqlite", create=True)
+    assert namespace_id(conn, builtin) != namespace_id(conn, zen3)
+
+
+def accumulated(impl, feature: str) -> float:
+    return impl.features.get(feature) + sum(accumulated(c, feature) for c in impl.children)
+
+
+def test_a_profile_changes_the_choice_where_it_should():
+    """An FMA latency of 40 cycles makes the latency-bound vector outer product of a GEMV row lose to
+    scalar multiply-adds; the built-in table keeps the vector kernel."""
+    from morello_build.tools.api import synthesize_program
+
+    slow = profiles.parse({"morello_profile": 1, "costs": {"fma_latency": 40.0}})
+    spec = "matmul 1x8x16 serial"
+    _, _, builtin, _ = synthesize_program(spec, isa="avx2", threads=1)
+    _, _, other, _ = synthesize_program(spec, isa="avx2", threads=1, profile=slow)
+    assert accumulated(builtin, "fma_latency") > 0 and accumulated(other, "fma_latency") == 0
+    assert accumulated(other, "scalar_op") > accumulated(builtin, "scalar_op")
