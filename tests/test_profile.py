@@ -159,3 +159,25 @@ def test_a_profile_changes_the_choice_where_it_should():
     _, _, other, _ = synthesize_program(spec, isa="avx2", threads=1, profile=slow)
     assert accumulated(builtin, "fma_latency") > 0 and accumulated(other, "fma_latency") == 0
     assert accumulated(other, "scalar_op") > accumulated(builtin, "scalar_op")
+
+
+def test_vendor_records_the_profile(tmp_path):
+    out = tmp_path / "vendored"
+    args = ["vendor", "matmul 2x2x2 serial", "--out", str(out), "--isa", "scalar", "--db", "none"]
+    assert cli.main([*args, "--profile", "zen3"]) == 0
+    (entry,) = json.loads((out / "morello-manifest.json").read_text())["kernels"]
+    assert entry["profile"] == "zen3" and "// Costs:   profile zen3 " in (out / entry["header"]).read_text()
+    assert cli.main(["vendor", "--out", str(out), "--check", "--db", "none"]) == 0  # the manifest's profile
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not calibrate.shutil.which("c++"), reason="needs a C++ compiler")
+def test_calibrate_quick_runs_the_benchmarks(tmp_path, capsys):
+    """The real micro-benchmarks, compiled and run in the tiny mode (a few seconds; the measured profile is
+    the manual bench step, README)."""
+    out = tmp_path / "quick.json"
+    assert cli.main(["calibrate", "--quick", "-o", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert {"clock", "fma_tp_256", "fma_lat_256", "dram_line", "short_run"} <= set(data["measurements"])
+    assert profiles.load_file(out).name.startswith("calibrated: ")
+    assert "spread" in capsys.readouterr().err
