@@ -101,6 +101,7 @@ BAD = [
     ({"morello_profile": 1, "costs": {"gl_line": -1}}, "cost 'gl_line' must be a non-negative number"),
     ({"morello_profile": 1, "costs": {"gl_line": "8"}}, "cost 'gl_line' must be a non-negative number"),
     ({"morello_profile": 1, "base": "zen9"}, "unknown base 'zen9'"),
+    ({"morello_profile": 1, "name": "x\n#error"}, "'name' must be one printable line"),  # it goes in a comment
     ({"morello_profile": 1, "caches": {"l1d_bytes": 32768}}, "'caches' must have exactly"),
     ({"morello_profile": 1, "widths": {"16": {}}}, "'widths' must be an object with keys among 32, 64"),
     ({"morello_profile": 1, "widths": {"64": {"vec_fmas": 1}}}, "widths.64: unknown cost 'vec_fmas'"),

@@ -131,8 +131,8 @@ def parse(data, where: str = "profile") -> CostProfile:
         tables[width] = _with(tables.get(width, tables[0]), _costs(overrides, f"{where}: widths.{key}"))
     l1d, l2 = _caches(data.get("caches"), where, start)
     name = data.get("name", "file")
-    if not isinstance(name, str) or not name:
-        raise ProfileError(f"{where}: 'name' must be a non-empty string")
+    if not isinstance(name, str) or not name or not name.isprintable() or len(name) > 120:
+        raise ProfileError(f"{where}: 'name' must be one printable line of at most 120 characters")
     return CostProfile(name, tuple(sorted(tables.items())), l1d, l2)
 
 
