@@ -224,7 +224,7 @@ int main(int argc, char** argv) {
     std::printf("l1_store %.6f\n", best([&] { return store_ns(l1, 16 << 8, 4000 * scale / 5); }));
     long l2_passes = std::max<long>(1, (long)(64 << 20) / (long)l2 * scale / 20);
     std::printf("l2_line %.6f\n", best([&] { return 2 * read_ns_per_load(mid, l2 / 4, l2_passes); }));
-    std::printf("dram_line %.6f\n", 2 * read_ns_per_load(big, dram_floats, 1));
+    std::printf("dram_line %.6f\n", best([&] { return 2 * read_ns_per_load(big, dram_floats, 1); }, 3));
     {  // every thread reads its own part at once: ns per line of one thread
       std::vector<double> ns(threads);
       std::vector<std::thread> ts;
@@ -233,8 +233,8 @@ int main(int argc, char** argv) {
       for (auto& t : ts) t.join();
       std::printf("dram_line_all %.6f\n", *std::max_element(ns.begin(), ns.end()));
     }
-    std::printf("interleaved_line %.6f\n", interleaved_ns_per_line(big, dram_floats, 4));
-    std::printf("short_run %.6f\n", short_run_ns(big, dram_floats, 512, 32768));
+    std::printf("interleaved_line %.6f\n", best([&] { return interleaved_ns_per_line(big, dram_floats, 4); }, 3));
+    std::printf("short_run %.6f\n", best([&] { return short_run_ns(big, dram_floats, 512, 32768); }, 3));
     {
       long rounds = 400 * scale;
       std::printf("parallel_round %.6f\n", best([&] {
