@@ -5,12 +5,14 @@
 
 `write` synthesizes each spec (one shared fresh DB per ISA) and stores DIR/<isa>/<name>.hpp and .tree;
 `compare` reports files whose bytes differ, with the runtime namespace's digest masked (it changes with
-every edit of the runtime templates, on purpose). A refactoring that changes no program leaves no difference.
+every edit of the runtime templates, on purpose) and the header's `Costs:` line left out (`write` pins the
+built-in cost profile). A refactoring that changes no program leaves no difference.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 import tempfile
@@ -45,6 +47,8 @@ def write(out: Path, isas, pattern: str | None) -> None:
         from morello_build.ir.impl import format_tree
     except ImportError:  # after the package moved into ir/
         from morello_build.ir.impl import format_tree
+    # Goldens never depend on the host: the built-in cost profile (target/profiles.py), whatever this CPU is.
+    os.environ["MORELLO_PROFILE"] = "builtin"
     for isa in isas:
         d = out / isa
         d.mkdir(parents=True, exist_ok=True)
@@ -65,7 +69,8 @@ def write(out: Path, isas, pattern: str | None) -> None:
 
 
 def _masked(path: Path) -> str:
-    return re.sub(r"morello_rt_v\w+?_[0-9a-f]{8}", "morello_rt_DIGEST", path.read_text(), flags=re.I)
+    text = re.sub(r"morello_rt_v\w+?_[0-9a-f]{8}", "morello_rt_DIGEST", path.read_text(), flags=re.I)
+    return re.sub(r"^// Costs: .*\n", "", text, flags=re.M)  # the profile line (headers before it had none)
 
 
 def compare(old: Path, new: Path, isas=None) -> int:
