@@ -82,3 +82,13 @@ def test_profiles_turn_into_tables_per_vector_width():
     assert zen3.cost_table(32).vec_fma == 0.5 and zen3.cost_table(64).vec_fma == 1.0  # 2 pipes of 256 bits
     assert gc.cost_table(64).vec_fma == 0.5 and gc.cost_table(32).vec_load == pytest.approx(1 / 3, abs=1e-3)
     assert gc.cost_table(32).l2_line == 1.0 and zen3.cost_table(32).l2_line == 2.0
+
+
+def test_host_profile_says_where_its_caches_come_from(monkeypatch, tmp_path):
+    from morello_build.target import profiles
+
+    (tmp_path / "cpuinfo").write_text(CPUINFO.replace("model\t\t: 17", "model\t\t: 1"))  # a Zen 3
+    facts = host.read_host(tmp_path / "nothing", tmp_path / "cpuinfo", cpus=2)
+    monkeypatch.setattr(host, "host_facts", lambda: facts)
+    p = profiles.resolve("host")
+    assert p.name == "host (zen3, zen3's caches: sysfs unreadable)" and p.l1d == (32 << 10, 8)

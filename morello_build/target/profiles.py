@@ -69,7 +69,8 @@ def host_profile() -> CostProfile:
 
     h = host_facts()
     p = from_microarch(microarch.match(h.vendor, h.family, h.model), (h.l1d, h.l2))
-    return CostProfile(f"host ({p.name})", p.tables, p.l1d, p.l2_bytes)
+    caches = "" if h.l1d and h.l2 else f", {p.name}'s caches: sysfs unreadable"
+    return CostProfile(f"host ({p.name}{caches})", p.tables, p.l1d, p.l2_bytes)
 
 
 def names() -> tuple[str, ...]:
