@@ -182,3 +182,12 @@ def test_calibrate_quick_runs_the_benchmarks(tmp_path, capsys):
     assert {"clock", "fma_tp_256", "fma_lat_256", "dram_line", "short_run"} <= set(data["measurements"])
     assert profiles.load_file(out).name.startswith("calibrated: ")
     assert "spread" in capsys.readouterr().err
+
+
+def test_python_api_passes_the_profile(pyapi_cache_dir):
+    """compile()'s header (no C++ build here): profile= reaches the synthesizer and keys the header cache."""
+    from morello_build.tools import pyapi
+
+    zen3 = pyapi._synthesize("matmul 2x2x2 serial", "scalar", 1, None, "kernel", "morello", "zen3")
+    builtin = pyapi._synthesize("matmul 2x2x2 serial", "scalar", 1, None, "kernel", "morello", None)
+    assert "// Costs:   profile zen3 " in zen3 and "// Costs:   profile builtin " in builtin
