@@ -146,14 +146,24 @@ class _Freer:
 
 
 # ---- ONNX Runtime
-def ort_impls(fmt: str, ms: list[int], xs: list[np.ndarray], ort_copies, k: int, n: int, accuracy: int, threads: int):
-    """MatMulNBits sessions on `threads` threads, one per weight copy (``ort_copies[c]()`` -> (B, scales, bits))."""
+def resident_bytes() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def ort_impls(fmt, ms, xs, ort_copies, k: int, n: int, accuracy: int, threads: int, rotate_bytes: int):
+    """MatMulNBits sessions on `threads` threads, one per weight copy (``ort_copies[c]()`` -> (B, scales, bits)).
+    ORT keeps its own prepacked weights (larger than the blocks for some paths): sessions are added until the
+    process's resident memory has grown by ``rotate_bytes`` (so the rotation spans that much of ORT's memory)."""
     import onnxruntime as ort
     from onnx import TensorProto, helper, numpy_helper
 
     sessions = []
     bits = wbytes = 0
+    rss0 = resident_bytes()
     for make in ort_copies:
+        if len(sessions) >= 2 and resident_bytes() - rss0 >= rotate_bytes:
+            break
         b, scales, bits = make()
         wbytes = b.nbytes + scales.nbytes
         node = helper.make_node(

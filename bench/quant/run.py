@@ -8,6 +8,7 @@ usage: python bench/quant/run.py --ggml-lib DIR --ggml-include DIR [--quick] [--
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import platform
@@ -126,7 +127,8 @@ class Workload:
             try:
                 kernels = pyapi.compile_kernels([tmpl.format(m=m, k=self.k, n=self.n) for m in MS])
             except Exception as e:  # the generator rejects the spec (before the quantized formats land)
-                self.errors.append(f"ours {tmpl}: skipped ({str(e).splitlines()[0][:160]})")
+                spec = tmpl.format(m="M", k=self.k, n=self.n)
+                self.errors.append(f"ours `{spec}`: skipped ({str(e).splitlines()[0][:110]})")
                 continue
             raws = [c.raw() for c in copies]
             for mi, kern in enumerate(kernels):
@@ -142,7 +144,8 @@ class Workload:
         for fmt, copies in self.ort.items():
             for acc in (0, 4):
                 try:
-                    imps = peers.ort_impls(fmt, MS, self.xs, copies, self.k, self.n, acc, threads)
+                    rot = self.args.rotate_mib << 20
+                    imps = peers.ort_impls(fmt, MS, self.xs, copies, self.k, self.n, acc, threads, rot)
                 except Exception as e:
                     self.errors.append(f"ORT {fmt} accuracy_level={acc}: {str(e).splitlines()[0][:200]}")
                     continue
@@ -225,6 +228,8 @@ def main() -> int:
         wl = Workload(wname, k, n, args, ggml, sweep, log)
         log(f"{wname}: weights and ggml/ours ready")
         for t in THREADS:
+            impls = good = None  # free the previous thread count's ORT sessions first
+            gc.collect()
             impls = wl.impls + wl.ort_impls(t)
             if args.filter:
                 impls = [i for i in impls if args.filter in i.name]
@@ -244,7 +249,8 @@ def main() -> int:
             for imp in good + sweeps:
                 rows.append(report.row(wname, imp, MS, t, res[id(imp)]))
         notes += [f"{wname}: {e}" for e in wl.errors]
-        del wl
+        impls = good = wl = None
+        gc.collect()
     meta = {
         "cpu": report.cpu_name(),
         "machine": platform.machine(),
