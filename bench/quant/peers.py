@@ -202,13 +202,18 @@ def ort_impls(fmt, ms, xs, ort_copies, k: int, n: int, accuracy: int, threads: i
 
 
 # ---- ours (generated through the Python API)
-def our_impl(name: str, fmt: str, kernel, x: np.ndarray, weights: list, int8_act: bool, extra: dict) -> Impl:
-    """A generated kernel: 1 thread = its serial overload, 2 threads = its default overload (own pool)."""
+def our_impl(name: str, fmt: str, kernel, x: np.ndarray, args: list, int8_act: bool) -> Impl:
+    """A generated kernel: 1 thread = its serial overload, 2 threads = its default overload (own pool).
+    ``args[c]``: copy c's weight operand b, or (b, {name: extra input array}) (e.g. group scales)."""
     res = {}
     xx = np.ascontiguousarray(x, np.float32)
+    args = [a if isinstance(a, tuple) else (a, {}) for a in args]
 
     def run(c, t):
-        res["y"] = kernel(xx, weights[c], parallel=t > 1, **extra)
+        b, extra = args[c]
+        res["y"] = kernel(xx, b, parallel=t > 1, **extra)
 
-    wbytes = weights[0].nbytes + sum(v.nbytes for v in extra.values() if isinstance(v, np.ndarray))
+    b0, extra0 = args[0]
+    wbytes = b0.nbytes + sum(v.nbytes for v in extra0.values())
+    weights = args
     return Impl(name, fmt, wbytes, int8_act, run, lambda: res["y"], len(weights), label=kernel.spec)

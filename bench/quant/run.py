@@ -26,11 +26,14 @@ import report  # noqa: E402
 WORKLOADS = [("W5/2048x16384", 2048, 16384), ("W5/2560x10240", 2560, 10240)]
 MS = [1, 4]
 THREADS = [1, 2]
-# Our quantized kernels, by spec: skipped (with the generator's message) while the generator rejects the spec.
-# Block formats get ggml's block bytes as the weight operand b ("as stored", N rows of K/32 blocks).
+# Our quantized kernels, by spec (a list to fill as the generator learns formats): each is skipped, with the
+# generator's message under "Notes", while the generator rejects it. Block formats get ggml's block bytes as the
+# weight operand b ("as stored", N rows of K/32 blocks); "i8" gets the same values as Q8_0: b int8 N x K and one
+# more input array, the scales (N x K/32, in that parameter's dtype). Edit the i8 spec to the grammar that lands.
 OUR_QUANT_SPECS = [
     ("q8_0", "matmul {m}x{k}x{n} a=f32 b=q8_0 c=f32"),
     ("q4_0", "matmul {m}x{k}x{n} a=f32 b=q4_0 c=f32"),
+    ("i8", "matmul {m}x{k}x{n} a=f32 b=i8:col c=f32 group=32 scale=f16"),
 ]
 
 
@@ -52,16 +55,27 @@ def bf16_values(u: np.ndarray) -> np.ndarray:
     return (u.astype(np.uint32) << 16).view(np.float32)
 
 
-def adapt_block_weights(kernel, raw: np.ndarray):
-    """The weight operand of a generated block-format kernel from ggml's block bytes, or None."""
-    params = [p for p in kernel.params if p.role == 0 and not p.term]
-    if [p.name for p in params] != ["a", "b"]:
+_NP = {"f32": np.float32, "f16": np.float16, "i8": np.int8, "u8": np.uint8}
+
+
+def adapt_weights(kernel, w: formats.QWeights):
+    """(b, {extra input name: array}) for a generated quantized kernel from one weight copy, or None when its
+    parameters are not understood here (then the kernel is listed as skipped)."""
+    ins = [p for p in kernel.params if p.role == 0 and not p.term and p.name != "a"]
+    if not ins or ins[0].name != "b":
         return None
-    b = params[1]
-    dt = np.dtype(np.int8) if b.dtype == "i8" else np.dtype(np.uint8)
-    if int(np.prod(b.shape)) * dt.itemsize != raw.nbytes:
+    b, extra = ins[0], ins[1:]
+    n, nb, _ = w.q.shape
+    if not extra:  # a block format: ggml's bytes
+        if int(np.prod(b.shape)) != w.raw.nbytes or b.dtype not in ("u8", "i8"):
+            return None
+        return w.raw.view(_NP[b.dtype]).reshape(b.shape), {}
+    if len(extra) != 1 or b.dtype != "i8" or int(np.prod(b.shape)) != n * nb * formats.QK:
+        return None  # only "i8 with one scale array" so far
+    s = extra[0]
+    if int(np.prod(s.shape)) != n * nb or s.dtype not in ("f32", "f16"):
         return None
-    return raw.view(dt).reshape(b.shape)
+    return w.q.reshape(b.shape), {s.name: w.d.astype(_NP[s.dtype]).reshape(s.shape)}
 
 
 class Workload:
@@ -98,7 +112,7 @@ class Workload:
         kernels = pyapi.compile_kernels(specs)
         self.log(f"{self.name}: our bf16 kernels ready ({time.time() - t0:.0f} s)")
         for mi, kern in enumerate(kernels):
-            self._add(mi, peers.our_impl("ours bf16", "bf16", kern, self.xs[mi], self.bf16, False, {}))
+            self._add(mi, peers.our_impl("ours bf16", "bf16", kern, self.xs[mi], self.bf16, False))
         self.sweeps["bf16"] = peers.sweep_impl(sweep, "bf16", [a.ctypes.data for a in self.bf16], nbytes)
 
     def _quant(self, fmt, ggml, sweep):
@@ -122,7 +136,7 @@ class Workload:
         from morello_build.tools import pyapi
 
         for f, tmpl in OUR_QUANT_SPECS:
-            if f != fmt:
+            if f != fmt and not (f == "i8" and fmt == "q8_0"):
                 continue
             try:
                 kernels = pyapi.compile_kernels([tmpl.format(m=m, k=self.k, n=self.n) for m in MS])
@@ -130,13 +144,13 @@ class Workload:
                 spec = tmpl.format(m="M", k=self.k, n=self.n)
                 self.errors.append(f"ours `{spec}`: skipped ({str(e).splitlines()[0][:110]})")
                 continue
-            raws = [c.raw() for c in copies]
             for mi, kern in enumerate(kernels):
-                ws = [adapt_block_weights(kern, r) for r in raws]
-                if ws[0] is None:
+                args = [adapt_weights(kern, c.weights()) for c in copies]
+                if args[0] is None:
                     self.errors.append(f"ours {kern.spec}: skipped (parameters {kern.params} not adapted in run.py)")
                     continue
-                self._add(mi, peers.our_impl(f"ours {fmt}", fmt, kern, self.xs[mi], ws, False, {}))
+                int8_act = any(t in kern.spec for t in (" a=i8", " a=q8"))  # activations quantized in the kernel
+                self._add(mi, peers.our_impl(f"ours {f}", fmt, kern, self.xs[mi], args, int8_act))
 
     def ort_impls(self, threads):
         """ONNX Runtime sessions for one thread count (built per thread count: each prepacks its weights)."""
