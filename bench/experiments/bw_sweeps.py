@@ -8,6 +8,8 @@ Variants (each a rotation over distinct copies, so every sweep reads DRAM):
   cold     slices, after 3 ms idle (the worker asleep: what a sweep right after another library's call sees)
   4k       slices over buffers without MADV_HUGEPAGE (4 KiB pages)
   same     slices over copies that are byte-identical (what page merging or a cache could exploit)
+  paired   slices, each timed sweep right after an untimed sweep of the copy half a rotation away (bench.cpp's
+           bw_ref and paired sweeps since issue 20)
 """
 
 from __future__ import annotations
@@ -56,23 +58,26 @@ def main() -> int:
     huge, _m1 = buffers(nc, nbytes, True, False, 1)
     small, _m2 = buffers(nc, nbytes, False, False, 2)
     same, _m3 = buffers(nc, nbytes, True, True, 3)
-    variants = {  # name: (copies, slicing mode, idle before each sweep)
-        "chunks": (huge, 1, False),
-        "slices": (huge, 0, False),
-        "cold": (huge, 0, True),
-        "4k": (small, 0, False),
-        "same": (same, 0, False),
+    variants = {  # name: (copies, slicing mode, what runs before each timed sweep)
+        "chunks": (huge, 1, None),
+        "slices": (huge, 0, None),
+        "cold": (huge, 0, "idle"),
+        "4k": (small, 0, None),
+        "same": (same, 0, None),
+        "paired": (huge, 0, "sweep"),
     }
     res = {(v, t): [] for v in variants for t in args.threads}
     pos = 0
     for _ in range(args.rounds):
         for t in args.threads:
-            for v, (bufs, mode, idle) in variants.items():
+            for v, (bufs, mode, before) in variants.items():
                 ts = []
                 for _ in range(nc):
                     pos += 1
-                    if idle:
+                    if before == "idle":
                         time.sleep(0.003)
+                    elif before == "sweep":
+                        sweep(bufs[(pos + nc // 2) % nc].ctypes.data, nbytes, t, mode)
                     t0 = time.perf_counter()
                     sweep(bufs[pos % nc].ctypes.data, nbytes, t, mode)
                     ts.append(time.perf_counter() - t0)
