@@ -226,6 +226,7 @@ def main() -> int:
     ap.add_argument("--rotate-mib", type=int, default=384)
     ap.add_argument("--quick", action="store_true", help="first workload only, 5 rounds")
     ap.add_argument("--filter", default="", help="only implementations whose name contains this (sweeps kept)")
+    ap.add_argument("--threads", type=int, nargs="+", default=THREADS, help="thread counts (default: 1 2)")
     args = ap.parse_args()
     if args.quick:
         args.rounds = min(args.rounds, 5)
@@ -241,7 +242,7 @@ def main() -> int:
     for wname, k, n in WORKLOADS[:1] if args.quick else WORKLOADS:
         wl = Workload(wname, k, n, args, ggml, sweep, log)
         log(f"{wname}: weights and ggml/ours ready")
-        for t in THREADS:
+        for t in args.threads:
             impls = good = None  # free the previous thread count's ORT sessions first
             gc.collect()
             impls = wl.impls + wl.ort_impls(t)

@@ -12,6 +12,8 @@ if [[ -z "$PYTHON" ]]; then
 fi
 "$PYTHON" -c "import onnxruntime, onnx, ml_dtypes, pybind11" 2>/dev/null \
   || "$PYTHON" -m pip install -q onnxruntime onnx ml_dtypes pybind11
-read -r libdir incdir < <(PYTHON="$PYTHON" bash "$here/build_ggml.sh" | tail -1)
+dirs="$(PYTHON="$PYTHON" bash "$here/build_ggml.sh" | tail -1)"
+read -r libdir incdir <<<"$dirs"
+[[ -f "$libdir/libggml-cpu.so" ]] || { echo "run.sh: ggml build failed (see above)" >&2; exit 1; }
 cd "$repo"
 exec "$PYTHON" "$here/run.py" --ggml-lib "$libdir" --ggml-include "$incdir" "$@"
