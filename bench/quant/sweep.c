@@ -5,7 +5,7 @@
 // How the threads share the bytes (issue 20, bench/README.md "The read reference"): `mode` 0 splits the buffer
 // into one contiguous slice per thread (what an independent sweep and the GEMV kernels' output-dim split do);
 // mode 1 hands out 1 MiB chunks dynamically from a shared counter (the old bench.cpp `bw_ref`).
-// The worker threads are persistent: they spin ~50 us after a call, then sleep on a condition variable (on a
+// The worker threads are persistent: they spin 20,000 pauses after a call, then sleep on a condition variable (on a
 // shared machine an idle spinner would steal the core from the implementations timed next).
 #include <immintrin.h>
 #include <pthread.h>
