@@ -1,0 +1,287 @@
+"""Quantized-weights benchmark (issue 21): decode GEMVs with Q8_0 / Q4_0 weights against ggml and ONNX Runtime on
+the same bytes, our bf16 kernel on the same shape, and a read sweep over the same bytes, in one process.
+
+usage: python bench/quant/run.py --ggml-lib DIR --ggml-include DIR [--quick] [--rounds R] [--out DIR]
+(bash bench/quant/run.sh installs the dependencies, builds ggml and runs this). See bench/README.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import formats  # noqa: E402
+import peers  # noqa: E402
+import report  # noqa: E402
+
+WORKLOADS = [("W5/2048x16384", 2048, 16384), ("W5/2560x10240", 2560, 10240)]
+MS = [1, 4]
+THREADS = [1, 2]
+# Our quantized kernels, by spec (a list to fill as the generator learns formats): each is skipped, with the
+# generator's message under "Notes", while the generator rejects it. Block formats get ggml's block bytes as the
+# weight operand b ("as stored", N rows of K/32 blocks); "i8" gets the same values as Q8_0: b int8 N x K and one
+# more input array, the scales (N x K/32, in that parameter's dtype). Edit the i8 spec to the grammar that lands.
+OUR_QUANT_SPECS = [
+    ("q8_0", "matmul {m}x{k}x{n} a=f32 b=q8_0 c=f32"),
+    ("q4_0", "matmul {m}x{k}x{n} a=f32 b=q4_0 c=f32"),
+    ("i8", "matmul {m}x{k}x{n} a=f32 b=i8:col c=f32 group=32 scale=f16"),
+]
+
+
+def rotation_copies(nbytes: int, target_mib: int) -> int:
+    """Copies rotated between calls so that every call reads its weights from DRAM (as bench.cpp does)."""
+    l3 = os.sysconf("SC_LEVEL3_CACHE_SIZE") if "SC_LEVEL3_CACHE_SIZE" in os.sysconf_names else 0
+    target = max(target_mib << 20, 2 * max(l3, 0))
+    return max(2, -(-target // nbytes))
+
+
+def bf16_copy(n: int, k: int, seed: int) -> np.ndarray:
+    """Random bf16 bits (|value| in [2^-8, 1), either sign) as uint16 [N, K]."""
+    rng = np.random.default_rng([seed, 7])
+    u = rng.integers(0x3B80, 0x3F80, (n, k), dtype=np.uint16)
+    return u | (rng.integers(0, 2, (n, k), dtype=np.uint16) << 15)
+
+
+def bf16_values(u: np.ndarray) -> np.ndarray:
+    return (u.astype(np.uint32) << 16).view(np.float32)
+
+
+_NP = {"f32": np.float32, "f16": np.float16, "i8": np.int8, "u8": np.uint8}
+
+
+def adapt_weights(kernel, w: formats.QWeights):
+    """(b, {extra input name: array}) for a generated quantized kernel from one weight copy, or None when its
+    parameters are not understood here (then the kernel is listed as skipped)."""
+    ins = [p for p in kernel.params if p.role == 0 and not p.term and p.name != "a"]
+    if not ins or ins[0].name != "b":
+        return None
+    b, extra = ins[0], ins[1:]
+    n, nb, _ = w.q.shape
+    if not extra:  # a block format: ggml's bytes
+        if int(np.prod(b.shape)) != w.raw.nbytes or b.dtype not in ("u8", "i8"):
+            return None
+        return w.raw.view(_NP[b.dtype]).reshape(b.shape), {}
+    if len(extra) != 1 or b.dtype != "i8" or int(np.prod(b.shape)) != n * nb * formats.QK:
+        return None  # only "i8 with one scale array" so far
+    s = extra[0]
+    if int(np.prod(s.shape)) != n * nb or s.dtype not in ("f32", "f16"):
+        return None
+    return w.q.reshape(b.shape), {s.name: w.d.astype(_NP[s.dtype]).reshape(s.shape)}
+
+
+class Workload:
+    """Everything timed on one shape: weight copies per format, references, and the implementations."""
+
+    def __init__(self, name, k, n, args, ggml, sweep, log):
+        self.name, self.k, self.n, self.log = name, k, n, log
+        rng = np.random.default_rng(1)
+        self.xs = [rng.uniform(-1, 1, (m, k)).astype(np.float32) for m in MS]
+        self.impls, self.sweeps, self.errors = [], {}, []
+        self.refs = {}
+        self.args = args
+        self._bf16(ggml, sweep)
+        for fmt in ("q8_0", "q4_0"):
+            self._quant(fmt, ggml, sweep)
+
+    def _copies(self, fmt):
+        nbytes = self.n * self.k // formats.QK * formats.BLOCK_BYTES[fmt]
+        nc = rotation_copies(nbytes, self.args.rotate_mib)
+        return [_Lazy(fmt, self.n, self.k, c) for c in range(nc)]
+
+    def _refs(self, fmt, w_deq):
+        self.refs[fmt] = [formats.reference(w_deq, x) for x in self.xs]
+
+    def _bf16(self, ggml, sweep):
+        nbytes = self.n * self.k * 2
+        nc = rotation_copies(nbytes, self.args.rotate_mib)
+        self.bf16 = [bf16_copy(self.n, self.k, c) for c in range(nc)]
+        self._refs("bf16", bf16_values(self.bf16[0]))
+        from morello_build.tools import pyapi
+
+        specs = [f"matmul {m}x{self.k}x{self.n} a=f32 b=bf16:col c=f32" for m in MS]
+        t0 = time.time()
+        kernels = pyapi.compile_kernels(specs)
+        self.log(f"{self.name}: our bf16 kernels ready ({time.time() - t0:.0f} s)")
+        for mi, kern in enumerate(kernels):
+            self._add(mi, peers.our_impl("ours bf16", "bf16", kern, self.xs[mi], self.bf16, False))
+        self.sweeps["bf16"] = peers.sweep_impl(sweep, "bf16", [a.ctypes.data for a in self.bf16], nbytes)
+
+    def _quant(self, fmt, ggml, sweep):
+        copies = self._copies(fmt)
+        self._refs(fmt, formats.dequantize(fmt, copies[0].raw(), self.k))
+        for repack in (False, True) if fmt == "q4_0" else (False,):
+            got = ggml.impls(fmt, MS, self.xs, [c.raw for c in copies], self.k, self.n, repack)
+            if not got[0]:
+                self.errors.append(f"ggml {fmt} repack={repack}: not available (no repack buffer type)")
+                continue
+            impls, ptrs = got
+            for mi, imp in enumerate(impls):
+                self._add(mi, imp)
+            if not repack:
+                self.sweeps[fmt] = peers.sweep_impl(sweep, fmt, ptrs, impls[0].weight_bytes)
+        self.ort = getattr(self, "ort", {})
+        self.ort[fmt] = [c.ort for c in copies]
+        self._ours_quant(fmt, copies)
+
+    def _ours_quant(self, fmt, copies):
+        from morello_build.tools import pyapi
+
+        for f, tmpl in OUR_QUANT_SPECS:
+            if f != fmt and not (f == "i8" and fmt == "q8_0"):
+                continue
+            try:
+                kernels = pyapi.compile_kernels([tmpl.format(m=m, k=self.k, n=self.n) for m in MS])
+            except Exception as e:  # the generator rejects the spec (before the quantized formats land)
+                spec = tmpl.format(m="M", k=self.k, n=self.n)
+                self.errors.append(f"ours `{spec}`: skipped ({str(e).splitlines()[0][:110]})")
+                continue
+            for mi, kern in enumerate(kernels):
+                args = [adapt_weights(kern, c.weights()) for c in copies]
+                if args[0] is None:
+                    self.errors.append(f"ours {kern.spec}: skipped (parameters {kern.params} not adapted in run.py)")
+                    continue
+                int8_act = any(t in kern.spec for t in (" a=i8", " a=q8"))  # activations quantized in the kernel
+                self._add(mi, peers.our_impl(f"ours {f}", fmt, kern, self.xs[mi], args, int8_act))
+
+    def ort_impls(self, threads):
+        """ONNX Runtime sessions for one thread count (built per thread count: each prepacks its weights)."""
+        out = []
+        for fmt, copies in self.ort.items():
+            for acc in (0, 4):
+                try:
+                    rot = self.args.rotate_mib << 20
+                    imps = peers.ort_impls(fmt, MS, self.xs, copies, self.k, self.n, acc, threads, rot)
+                except Exception as e:
+                    self.errors.append(f"ORT {fmt} accuracy_level={acc}: {str(e).splitlines()[0][:200]}")
+                    continue
+                for mi, imp in enumerate(imps):
+                    imp.m_index = mi
+                    out.append(imp)
+        return out
+
+    def _add(self, mi, imp):
+        imp.m_index = mi
+        self.impls.append(imp)
+
+    def check(self, imp, threads) -> str:
+        imp.run(0, threads)
+        return formats.check(imp.out(), self.refs[imp.fmt][imp.m_index], imp.int8_act)
+
+
+class _Lazy:
+    """One quantized weight copy, regenerated from its seed when asked (keeps the Python side small)."""
+
+    def __init__(self, fmt, n, k, copy):
+        self.fmt, self.n, self.k, self.copy = fmt, n, k, copy
+
+    def weights(self):
+        return formats.random_weights(self.fmt, self.n, self.k, np.random.default_rng([self.copy, 11]))
+
+    def raw(self):
+        return self.weights().raw
+
+    def ort(self):
+        return formats.ort_tensors(self.weights())
+
+
+def time_rounds(impls, threads, rounds, calls, log):
+    """Interleaved rounds: per round, each implementation makes one untimed call (wakes its threads), then
+    `calls` timed calls on rotated weight copies; a round's figure is their median. Result: median over rounds."""
+    per = {id(i): [] for i in impls}
+    pos = {id(i): 1 for i in impls}
+    for r in range(rounds):
+        order = impls[r % len(impls) :] + impls[: r % len(impls)]
+        for imp in order:
+            c = pos[id(imp)]
+            imp.run(c % imp.ncopies, threads)
+            ts = []
+            for _ in range(calls):
+                c += 1
+                t0 = time.perf_counter()
+                imp.run(c % imp.ncopies, threads)
+                ts.append(time.perf_counter() - t0)
+            pos[id(imp)] = c + 1
+            per[id(imp)].append(float(np.median(ts)))
+            time.sleep(0.003)  # let spinning workers (OpenMP, ORT, pools) go idle before the next one
+    return {k: (float(np.median(v)), float(np.percentile(v, 25)), float(np.percentile(v, 75))) for k, v in per.items()}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--ggml-lib", required=True, type=Path)
+    ap.add_argument("--ggml-include", required=True, type=Path)
+    ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parents[1] / "results")
+    ap.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "morello-bench")
+    ap.add_argument("--rounds", type=int, default=15)
+    ap.add_argument("--calls", type=int, default=3)
+    ap.add_argument("--rotate-mib", type=int, default=384)
+    ap.add_argument("--quick", action="store_true", help="first workload only, 5 rounds")
+    ap.add_argument("--filter", default="", help="only implementations whose name contains this (sweeps kept)")
+    ap.add_argument("--threads", type=int, nargs="+", default=THREADS, help="thread counts (default: 1 2)")
+    args = ap.parse_args()
+    if args.quick:
+        args.rounds = min(args.rounds, 5)
+    args.out.mkdir(parents=True, exist_ok=True)
+    t_start = time.time()
+
+    def log(msg):
+        print(f"[{time.time() - t_start:6.0f} s] {msg}", flush=True)
+
+    sweep = peers.Sweep(args.cache / "lib")
+    ggml = peers.GGML(args.ggml_lib, args.ggml_include, args.cache / "lib")
+    rows, notes = [], []
+    for wname, k, n in WORKLOADS[:1] if args.quick else WORKLOADS:
+        wl = Workload(wname, k, n, args, ggml, sweep, log)
+        log(f"{wname}: weights and ggml/ours ready")
+        for t in args.threads:
+            impls = good = None  # free the previous thread count's ORT sessions first
+            gc.collect()
+            impls = wl.impls + wl.ort_impls(t)
+            if args.filter:
+                impls = [i for i in impls if args.filter in i.name]
+            good = []
+            for imp in impls:
+                imp.error = wl.check(imp, t)
+                if imp.error:
+                    rows.append(report.row(wname, imp, MS, t, None))
+                    log(f"{wname} {imp.name} M={MS[imp.m_index]} t{t}: {imp.error}")
+                else:
+                    good.append(imp)
+            sweeps = list(wl.sweeps.values())
+            for s in sweeps:
+                s.m_index = None
+            log(f"{wname} t{t}: timing {len(good)} implementations + {len(sweeps)} sweeps, {args.rounds} rounds")
+            res = time_rounds(good + sweeps, t, args.rounds, args.calls, log)
+            for imp in good + sweeps:
+                rows.append(report.row(wname, imp, MS, t, res[id(imp)]))
+        notes += [f"{wname}: {e}" for e in wl.errors]
+        impls = good = wl = None
+        gc.collect()
+    meta = {
+        "cpu": report.cpu_name(),
+        "machine": platform.machine(),
+        "load_average": os.getloadavg(),
+        "rounds": args.rounds,
+        "calls": args.calls,
+        "rotate_mib": args.rotate_mib,
+        "notes": notes,
+    }
+    (args.out / "quant.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+    md = report.markdown(rows, meta)
+    (args.out / "quant.md").write_text(md)
+    print(md)
+    log(f"results in {args.out}/quant.md, quant.json")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
