@@ -4,18 +4,20 @@
 # bench/results/: bench.json (Google Benchmark), bench.txt (console), results.md and one PNG per workload.
 #
 # usage: bash bench/run.sh [--quick] [--no-morello] [--headers DIR] [--filter REGEX] [--jobs N]
-#                          [-- extra Google Benchmark flags]
+#                          [--profile FILE|NAME] [-- extra Google Benchmark flags]
 #   --quick       fewer sizes, --benchmark_min_time=0.1 and 3 repetitions (a smoke test of a few minutes)
 #   --no-morello  peers and references only (no generated kernels)
 #   --headers DIR stand-in headers DIR/morello/<tgt>.hpp instead of generated ones (bench development only)
 #   --filter RE   --benchmark_filter (keep "REF" in it for the FMA-peak column of W2/W3)
+#   --profile P   the generated kernels' cost profile (a `morello-build calibrate` file, builtin, zen4, ...;
+#                 default: the host's); with another build dir per profile (BUILD_DIR) to compare two
 # Environment: PYTHON (default: the repo's .venv, else python3), BUILD_DIR (default bench/build),
 #   RESULTS_DIR (default bench/results), MIN_TIME, REPETITIONS.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/.." && pwd)"
-quick=0 morello=1 headers="" filter="" jobs=2 extra=()
+quick=0 morello=1 headers="" filter="" jobs=2 profile="" extra=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --quick) quick=1 ;;
@@ -23,8 +25,9 @@ while [[ $# -gt 0 ]]; do
     --headers) headers="$(cd "$2" && pwd)"; shift ;;
     --filter) filter="$2"; shift ;;
     --jobs) jobs="$2"; shift ;;
+    --profile) profile="$2"; [[ -f "$profile" ]] && profile="$(cd "$(dirname "$profile")" && pwd)/$(basename "$profile")"; shift ;;
     --) shift; extra=("$@"); break ;;
-    -h|--help) sed -n '2,14p' "${BASH_SOURCE[0]}"; exit 0 ;;
+    -h|--help) sed -n '2,15p' "${BASH_SOURCE[0]}"; exit 0 ;;
     *) echo "run.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -62,7 +65,7 @@ if [[ $morello == 0 ]]; then
 elif [[ -n "$headers" ]]; then
   cfg+=(-DMORELLO_KERNELS=ON -DMORELLO_HEADERS_DIR="$headers")
 else
-  cfg+=(-DMORELLO_KERNELS=ON -DMORELLO_HEADERS_DIR=)
+  cfg+=(-DMORELLO_KERNELS=ON -DMORELLO_HEADERS_DIR= -DMorelloBuild_PROFILE="$profile")
   if cmakedir="$("$PYTHON" -m morello_build --cmakedir 2>/dev/null)"; then
     cfg+=(-DMorelloBuild_DIR="$cmakedir")
   fi
