@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import sys
 import tempfile
 import time
@@ -28,16 +27,6 @@ from morello_build.target import get_target
 from morello_build.tools import measure
 
 CLIFF = 3.0
-
-
-def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def summarize(costs, timings) -> dict:
@@ -94,7 +83,7 @@ def main(argv=None) -> int:
         spec=args.spec,
         isa=target.isa,
         threads=target.threads,
-        cpu=cpu_name(),
+        cpu=measure.cpu_name(),
         loadavg=os.getloadavg(),
         seconds=dict(enumerate=t_enum, build=t_build, time=t_time),
         settings=vars(args),

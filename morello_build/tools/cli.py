@@ -47,6 +47,7 @@ def _synthesize(args, header: bool):
                 namespace=args.namespace,
                 db=path,
                 progress=update,
+                tune=args.tune,
             )
         if args.isa == "dispatch":
             return api.synthesize_variants(args.spec, threads=args.threads, db=path, progress=update)
@@ -141,6 +142,23 @@ def _add_synth_options(p, header: bool) -> None:
         p.add_argument("-o", "--output", help="header file to write (only if its bytes change)")
         p.add_argument("--name", default="kernel", help="C++ function name (default: kernel)")
         p.add_argument("--namespace", default="morello", help="C++ namespace (default: morello)")
+        p.add_argument(
+            "--tune",
+            type=_tune,
+            default=0,
+            metavar="K",
+            help="compile and time the K best distinct candidate programs on this host and keep the fastest "
+            "(stored in the DB: the next build reuses it without measuring); 0 (default): off",
+        )
+
+
+def _tune(text: str) -> int:
+    from morello_build.tools.tune import check_k
+
+    try:
+        return check_k(text)
+    except UserError as e:
+        raise argparse.ArgumentTypeError(str(e).removeprefix("--tune ")) from None
 
 
 def _threads(text: str) -> int:

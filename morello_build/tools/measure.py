@@ -164,6 +164,19 @@ def build_benchmark(user, target, impls, workdir, *, jobs: int = 2, opt: str = "
     return exe
 
 
+def cpu_name() -> str:
+    """The host CPU's model name (/proc/cpuinfo), or the platform's processor string."""
+    import platform
+
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
 def l3_bytes() -> int:
     """The largest cache of CPU 0 (sysfs), or 32 MiB where it cannot be read."""
     best = 0

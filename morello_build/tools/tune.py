@@ -1,0 +1,91 @@
+"""``synth --tune K``: measure the K best distinct candidates on this host and keep the fastest.
+
+The candidates are synth/candidates.py's (best-first by model cost, the search's pick first), timed by
+tools/measure.py (warm operands, interleaved rounds over fresh processes, medians). The choice is stored
+in the synthesis DB (db/tuned.py) with its timings, keyed by namespace, spec and host CPU: the next build
+of the same spec with ``--tune`` (K no larger) replays it without measuring. Without a DB it measures
+every time.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from morello_build.ir.grammar import format_spec
+from morello_build.tools.errors import UserError
+
+MAX_TUNE = 64
+
+
+@dataclass(frozen=True)
+class Tuning:
+    k: int  # candidates measured
+    chosen: int  # index of the chosen one among them (0: the model's pick)
+    pick_seconds: float
+    chosen_seconds: float
+    reused: bool  # read from the DB, not measured now
+
+    def note(self) -> str:
+        """The header's line about it: the same whether measured now or read from the DB (same bytes)."""
+        if self.chosen == 0:
+            return (
+                f"tuned on this host: of the {self.k} best candidates by model cost, the model's pick was the "
+                f"fastest ({self.pick_seconds * 1e6:.3g} us a call)."
+            )
+        return (
+            f"tuned on this host: candidate {self.chosen} of the {self.k} best by model cost runs in "
+            f"{self.chosen_seconds * 1e6:.3g} us, {self.pick_seconds / self.chosen_seconds:.2f}x faster than "
+            f"the model's pick ({self.pick_seconds * 1e6:.3g} us)."
+        )
+
+
+def check_k(k) -> int:
+    """A valid --tune K (0: off), or a UserError."""
+    text = str(k)
+    if not text.isdigit() or int(text) > MAX_TUNE:
+        raise UserError(f"--tune '{k}' is not a number of candidates from 0 (off) to {MAX_TUNE}")
+    return int(text)
+
+
+def host_cpu() -> str:
+    from morello_build.tools.measure import cpu_name
+
+    return cpu_name()
+
+
+def measure_programs(user, target, impls) -> list[float]:
+    """The default timer: warm medians in seconds (tools/measure.py), compiled in a temporary directory."""
+    from morello_build.tools import measure
+
+    with tempfile.TemporaryDirectory(prefix="morello-tune-") as work:
+        exe = measure.build_benchmark(user, target, impls, Path(work))
+        return [t.seconds for t in measure.time_programs(exe, len(impls), processes=2, rounds=5, sample_s=0.002)]
+
+
+def tune(user, target, k: int, search, *, db: str | None = None, timer=measure_programs):
+    """(program, Tuning) for ``user`` on ``target``: the fastest of the ``k`` best candidates, or the
+    stored choice. ``search`` is the Search the program was synthesized with (its memo is reused)."""
+    from morello_build.db import tuned
+    from morello_build.synth.candidates import enumerate_candidates, replay
+
+    spec_text, host = format_spec(user), host_cpu()
+    spec = user.to_spec(target.limits())
+    if db is not None:
+        entry = tuned.lookup(db, target, spec_text, host)
+        if entry is not None and entry.k >= k:
+            impl = replay(spec, entry.path, search)
+            if impl is not None and abs(impl.cost - entry.cost) <= 1e-9 * max(1.0, abs(entry.cost)):
+                t = entry.timings
+                secs = t["seconds"]
+                return impl, Tuning(entry.k, t["chosen"], secs[0], secs[t["chosen"]], True)
+    cands = enumerate_candidates(user, target, k, search=search)
+    secs = [float(s) for s in timer(user, target, [c.impl for c in cands])]
+    chosen = min(range(len(cands)), key=lambda i: (secs[i], i))
+    result = Tuning(len(cands), chosen, secs[0], secs[chosen], False)
+    if db is not None:
+        timings = dict(seconds=secs, chosen=chosen, costs=[c.cost for c in cands])
+        entry = tuned.TunedEntry(k, cands[chosen].path, cands[chosen].cost, timings)
+        tuned.store(db, target, spec_text, host, entry)
+    return cands[chosen].impl, result
