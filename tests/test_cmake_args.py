@@ -26,7 +26,11 @@ CASES = {
     # id: (the call(s), substrings the error must contain)
     "unknown_keyword": (
         f"morello_add_kernel(k SPEC {GOOD} FOO)",
-        ["morello_add_kernel(k)", "unknown argument 'FOO'", "NAMESPACE, ISA, THREADS, DB, EXPORT; quote the spec"],
+        [
+            "morello_add_kernel(k)",
+            "unknown argument 'FOO'",
+            "NAMESPACE, ISA, THREADS, TUNE, DB, EXPORT; quote the spec",
+        ],
     ),
     "lowercase_keyword": (
         f"morello_add_kernel(k SPEC {GOOD} test)",
@@ -67,6 +71,15 @@ CASES = {
     "threads_too_many": (
         f"morello_add_kernel(k SPEC {GOOD} THREADS 5000)",
         ["morello_add_kernel(k)", "THREADS '5000' is not"],
+    ),
+    "tune_word": (
+        f"morello_add_kernel(k SPEC {GOOD} TUNE many)",
+        ["morello_add_kernel(k)", "TUNE 'many' is not a number of candidates from 0 (off) to 64"],
+    ),
+    "tune_too_many": (f"morello_add_kernel(k SPEC {GOOD} TUNE 65)", ["morello_add_kernel(k)", "TUNE '65' is not"]),
+    "tune_dispatch": (
+        f"morello_add_kernel(k SPEC {GOOD} ISA dispatch TUNE 4)",
+        ["morello_add_kernel(k)", "TUNE measures programs for one ISA"],
     ),
     "bad_name": (f"morello_add_kernel(k SPEC {GOOD} NAME 1fn)", ["morello_add_kernel(k)", "bad NAME '1fn'"]),
     "keyword_name": (f"morello_add_kernel(k SPEC {GOOD} NAME class)", ["morello_add_kernel(k)", "bad NAME 'class'"]),
@@ -169,7 +182,7 @@ def test_threads_reach_the_generator_with_test_and_benchmark(tmp_path):
     test_cmake.py builds and runs a THREADS 16 kernel's test.)"""
     body = (
         "enable_language(CXX)\n"
-        f"morello_add_kernel(k SPEC {GOOD} THREADS 16 TEST BENCHMARK DB none)\n"
+        f"morello_add_kernel(k SPEC {GOOD} THREADS 16 TUNE 4 TEST BENCHMARK DB none)\n"
         f"morello_add_kernel(d SPEC {GOOD} DB none)\n"
         "get_target_property(t k MORELLO_THREADS)\nget_target_property(u d MORELLO_THREADS)\n"
         'message(STATUS "threads=${t} default=${u}")\n'
@@ -183,7 +196,9 @@ def test_threads_reach_the_generator_with_test_and_benchmark(tmp_path):
     assert "-- has k_benchmark" in p.stdout, p.stdout
     args = (tmp_path / "build" / "morello" / "k.args").read_text().splitlines()
     assert args[args.index("--threads") + 1] == "16", args
+    assert args[args.index("--tune") + 1] == "4", args
     assert "--threads" not in (tmp_path / "build" / "morello" / "d.args").read_text().splitlines()
+    assert "--tune" not in (tmp_path / "build" / "morello" / "d.args").read_text().splitlines()
 
 
 @pytest.mark.parametrize("word", ["none", "off", "OFF", "no", "0", "false"])

@@ -3,7 +3,8 @@
 #
 # morello_add_kernel(<target> SPEC "<spec>"
 #                    [NAME <fn>] [NAMESPACE <ns>] [ISA native|avx2|avx512|avx512_bf16|highway|scalar|dispatch]
-#                    [THREADS <n>|native] [DB <path>|none] [TEST] [BENCHMARK] [EXPORT <export-set>] [NO_INSTALL])
+#                    [THREADS <n>|native] [TUNE <k>] [DB <path>|none] [TEST] [BENCHMARK] [EXPORT <export-set>]
+#                    [NO_INSTALL])
 #
 #   Creates the INTERFACE library <target> (alias morello::<target>) with the header
 #   <build>/morello/include/morello/<target>.hpp (#include "morello/<target>.hpp"), synthesized at build
@@ -15,6 +16,8 @@
 #              program per ISA level, the best one the CPU supports chosen at run time (binaries that ship)
 #   THREADS    threads the program is synthesized for, 1 to 1024: its parallel loop's tasks are split over
 #              them (default: native, the CPUs the generator may run on at build time)
+#   TUNE       compile and time the k (0 to 64; 0, the default: off) best distinct candidate programs on the
+#              build machine and keep the fastest (`synth --tune`); the choice is stored in the DB and reused
 #   DB         synthesis database, relative to the current source dir; none (also off, no, 0, false): no DB
 #              (default: the cache variable MorelloBuild_DB if set, else the generator's default)
 #   TEST       adds the executable <target>_test and the ctest <target>_test: the kernel against
@@ -41,7 +44,7 @@ if(POLICY CMP0174)
 endif()
 
 set(_MORELLO_ADD_KERNEL_OPTIONS TEST BENCHMARK NO_INSTALL)
-set(_MORELLO_ADD_KERNEL_ONE_VALUE SPEC NAME NAMESPACE ISA THREADS DB EXPORT)
+set(_MORELLO_ADD_KERNEL_ONE_VALUE SPEC NAME NAMESPACE ISA THREADS TUNE DB EXPORT)
 # C++ reserved words, shared with the Python CLI (codegen.CXX_KEYWORDS): one per line.
 file(STRINGS "${CMAKE_CURRENT_LIST_DIR}/cxx_keywords.txt" _MORELLO_CXX_KEYWORDS)
 
@@ -134,6 +137,17 @@ function(morello_add_kernel)
     endif()
   endif()
 
+  set(_tune 0)
+  if(DEFINED _mk_TUNE)
+    set(_tune "${_mk_TUNE}")
+    if(NOT _tune MATCHES "^[0-9]+$" OR _tune GREATER 64)
+      _morello_fail("TUNE '${_tune}' is not a number of candidates from 0 (off) to 64")
+    endif()
+    if(_tune GREATER 0 AND _isa STREQUAL "dispatch")
+      _morello_fail("TUNE measures programs for one ISA; it does not apply to ISA dispatch")
+    endif()
+  endif()
+
   if(DEFINED _mk_NAME)
     set(_name "${_mk_NAME}")
     if(NOT _name MATCHES "^[A-Za-z_][A-Za-z0-9_]*$" OR _name IN_LIST _MORELLO_CXX_KEYWORDS)
@@ -223,6 +237,9 @@ function(morello_add_kernel)
   endif()
   if(NOT _db STREQUAL "")
     list(APPEND _cmd --db "${_db}")
+  endif()
+  if(_tune GREATER 0)
+    list(APPEND _cmd --tune "${_tune}")
   endif()
   # Everything the header depends on besides the generator's files, as a file that changes only when
   # they change: Makefile generators do not notice a changed command line.

@@ -241,15 +241,18 @@ def _canonical_spec(spec) -> str:
 
 
 @lru_cache(maxsize=256)
-def _synthesize(spec: str, isa: str, threads: int | None, db: str | None, name: str, namespace: str) -> str:
-    """Synthesized header text. Without ``db``, headers are also cached on disk under
+def _synthesize(
+    spec: str, isa: str, threads: int | None, db: str | None, name: str, namespace: str, tune: int = 0
+) -> str:
+    """Synthesized header text. Without ``db`` (and untuned), headers are also cached on disk under
     ``<cache>/headers``, keyed by spec, resolved ISA and thread count, name, namespace and the generator
-    fingerprint, so a spec compiled before costs no search at all (the search is deterministic)."""
+    fingerprint, so a spec compiled before costs no search at all (the search is deterministic; a
+    measurement is not: tuned headers are kept by the DB's tuned table instead)."""
     from morello_build.target import resolve_threads
     from morello_build.tools.api import resolve_isa, synthesize_header
 
-    if db is not None:
-        return synthesize_header(spec, isa=isa, threads=threads, name=name, namespace=namespace, db=db)
+    if db is not None or tune:
+        return synthesize_header(spec, isa=isa, threads=threads, name=name, namespace=namespace, db=db, tune=tune)
     resolved = f"{resolve_isa(isa)}@{resolve_threads(threads)}"
     path = cache_dir() / "headers" / f"{_sha(spec, resolved, name, namespace, generator_fingerprint())[:32]}.hpp"
     try:
@@ -264,13 +267,18 @@ def _synthesize(spec: str, isa: str, threads: int | None, db: str | None, name: 
     return text
 
 
-def _headers_from(header_fn, specs, isa, threads, db, names, namespaces):
+def _headers_from(header_fn, specs, isa, threads, db, names, namespaces, tune=0):
+    from morello_build.tools.tune import check_k
+
+    tune = check_k(tune)
     out = []
     for spec, name, ns in zip(specs, names, namespaces):
         if header_fn is None:
-            text = _synthesize(spec, isa, threads, None if db is None else os.fspath(db), name, ns)
+            text = _synthesize(spec, isa, threads, None if db is None else os.fspath(db), name, ns, tune)
         else:
             extra = {} if threads is None else {"threads": threads}
+            if tune:
+                extra["tune"] = tune
             text = header_fn(spec, isa=isa, name=name, namespace=ns, db=db, **extra)
         out.append(_Entry(text, name, ns))
     return out
@@ -283,22 +291,30 @@ def _wrap(entries: Sequence[_Entry]) -> list[Kernel]:
 
 
 def compile_kernel(
-    spec, isa: str = "native", db=None, name: str | None = None, *, threads: int | None = None, header_fn=None
+    spec,
+    isa: str = "native",
+    db=None,
+    name: str | None = None,
+    *,
+    threads: int | None = None,
+    header_fn=None,
+    tune: int = 0,
 ) -> Kernel:
     """Synthesize ``spec``, build it into a pybind11 extension (cached) and return the callable ``Kernel``.
 
     ``isa``, ``threads`` (default: this machine's CPUs) and ``db`` are passed to the synthesizer
     (``morello_build.tools.api.synthesize_header``); ``name`` is
     the C++ function name in the header (default ``kernel``, namespace ``morello``). ``header_fn`` replaces
-    the synthesizer (same signature as ``synthesize_header``), e.g. to wrap hand-written headers.
+    the synthesizer (same signature as ``synthesize_header``), e.g. to wrap hand-written headers. ``tune`` K
+    > 0: the fastest of the K best candidates measured on this host (``synth --tune``; stored in ``db``).
     """
     spec = _canonical_spec(spec)
-    entries = _headers_from(header_fn, [spec], isa, threads, db, [name or "kernel"], ["morello"])
+    entries = _headers_from(header_fn, [spec], isa, threads, db, [name or "kernel"], ["morello"], tune)
     return _wrap(entries)[0]
 
 
 def compile_kernels(
-    specs: Iterable, isa: str = "native", db=None, *, threads: int | None = None, header_fn=None
+    specs: Iterable, isa: str = "native", db=None, *, threads: int | None = None, header_fn=None, tune: int = 0
 ) -> list[Kernel]:
     """Several kernels in **one** extension, compiled as one translation unit (the headers' shared runtime is
     parsed once: much faster than a ``compile_kernel`` per spec when many kernels are new).
@@ -308,7 +324,7 @@ def compile_kernels(
     specs = [_canonical_spec(s) for s in specs]
     names = ["kernel"] * len(specs)
     namespaces = [f"morello_k{i}" for i in range(len(specs))]
-    return _wrap(_headers_from(header_fn, specs, isa, threads, db, names, namespaces))
+    return _wrap(_headers_from(header_fn, specs, isa, threads, db, names, namespaces, tune))
 
 
 def load_header(header: str | os.PathLike, *, name: str = "kernel", namespace: str = "morello") -> Kernel:
