@@ -1,0 +1,109 @@
+"""``synth --tune K`` (tools/tune.py, db/tuned.py): the fastest measured candidate, stored and reused.
+
+The timer is injected: the point here is the choice, the DB and the header, not timing (the instrument,
+scripts/rank.py, measures for real; tools/measure.py's harness is built once below on a tiny spec).
+"""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+import subprocess
+import sys
+
+import pytest
+
+from morello_build.tools.api import synthesize_header
+from morello_build.tools.measure import spearman
+
+SPEC = "matmul 4x8x8 serial"
+
+
+class FakeTimer:
+    """Candidate ``fastest`` takes 1 us, the others 2 us; counts the programs it was asked to time."""
+
+    def __init__(self, fastest: int = 2):
+        self.fastest, self.calls, self.programs = fastest, 0, 0
+
+    def __call__(self, user, target, impls):
+        self.calls += 1
+        self.programs += len(impls)
+        return [1e-6 if i == self.fastest else 2e-6 for i in range(len(impls))]
+
+
+def _header(db, k, timer):
+    return synthesize_header(SPEC, isa="avx2", threads=1, db=str(db), tune=k, timer=timer)
+
+
+def test_tuned_choice_is_stored_and_reused_without_measuring(tmp_path):
+    db = tmp_path / "synth.db"
+    timer = FakeTimer()
+    first = _header(db, 4, timer)
+    assert timer.calls == 1 and timer.programs == 4
+    assert "// Tuning: tuned on this host: candidate 2 of the 4 best by model cost" in first
+    assert "2.00x faster than the model's pick" in first
+    untuned = synthesize_header(SPEC, isa="avx2", threads=1, db=str(db))
+    assert "Tuning:" not in untuned and untuned != first
+    again = FakeTimer()
+    assert _header(db, 4, again) == first and again.calls == 0  # the same bytes, nothing measured
+    assert _header(db, 3, again) == first and again.calls == 0  # fewer candidates: the stored K covers them
+    _header(db, 6, again)
+    assert again.calls == 1 and again.programs == 6  # more candidates than measured: measures again
+
+
+def test_the_pick_fastest_and_no_db(tmp_path):
+    timer = FakeTimer(fastest=0)
+    text = synthesize_header(SPEC, isa="avx2", threads=1, db=None, tune=3, timer=timer)
+    assert "the model's pick was the fastest" in text and timer.calls == 1
+    synthesize_header(SPEC, isa="avx2", threads=1, db=None, tune=3, timer=timer)
+    assert timer.calls == 2  # no DB: measured every time
+
+
+def test_an_old_db_without_the_table_keeps_working(tmp_path):
+    db = tmp_path / "old.db"
+    synthesize_header(SPEC, isa="avx2", threads=1, db=str(db))  # a DB as before tuning existed
+    with sqlite3.connect(db) as conn:
+        assert "tuned" not in {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+    timer = FakeTimer()
+    assert "Tuning:" in _header(db, 3, timer) and timer.calls == 1
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT k, host FROM tuned").fetchall()[0][0] == 3
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--tune", "x"], "'x' is not a number of candidates from 0 (off) to 64"),
+        (["--tune", "65"], "'65' is not a number of candidates"),
+        (["--tune", "2", "--isa", "dispatch"], "--tune measures programs for one ISA"),
+    ],
+)
+def test_cli_errors(args, message):
+    r = subprocess.run(
+        [sys.executable, "-m", "morello_build", "synth", SPEC, "--db", "none", *args],
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 2 and message in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_spearman():
+    assert spearman([1, 2, 3, 4], [10, 20, 30, 40]) == pytest.approx(1.0)
+    assert spearman([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
+    assert spearman([1, 1, 2], [5, 5, 9]) == pytest.approx(1.0)
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="needs a C++ compiler")
+def test_the_benchmark_harness_times_every_program(tmp_path):
+    from morello_build.ir.grammar import parse_spec
+    from morello_build.synth.candidates import enumerate_candidates
+    from morello_build.target import get_target
+    from morello_build.tools import measure
+
+    user, target = parse_spec(SPEC), get_target("avx2", threads=1)
+    cands = enumerate_candidates(user, target, 2, depth=1)
+    exe = measure.build_benchmark(user, target, [c.impl for c in cands], tmp_path, jobs=1)
+    for copies in (1, 3):
+        timings = measure.time_programs(exe, 2, copies=copies, processes=1, rounds=2, sample_s=1e-4)
+        assert [t.samples for t in timings] == [2, 2] and all(t.seconds > 0 for t in timings)
