@@ -1,7 +1,8 @@
 """``synth --tune K``: measure the K best distinct candidates on this host and keep the fastest.
 
 The candidates are synth/candidates.py's (best-first by model cost, the search's pick first), timed by
-tools/measure.py (warm operands, interleaved rounds over fresh processes, medians). The choice is stored
+tools/measure.py (warm operands, interleaved rounds over fresh processes, medians); another candidate
+replaces the pick only when it is more than MIN_GAIN faster. The choice is stored
 in the synthesis DB (db/tuned.py) with its timings, keyed by namespace, spec and host CPU: the next build
 of the same spec with ``--tune`` (K no larger) replays it without measuring. Without a DB it measures
 every time.
@@ -17,6 +18,9 @@ from morello_build.ir.grammar import format_spec
 from morello_build.tools.errors import UserError
 
 MAX_TUNE = 64
+# Keep the model's pick unless another candidate is faster by more than this: on a busy host, near-equal
+# programs trade places from run to run, and a switch should be worth its explanation.
+MIN_GAIN = 0.03
 
 
 @dataclass(frozen=True)
@@ -32,7 +36,7 @@ class Tuning:
         if self.chosen == 0:
             return (
                 f"tuned on this host: of the {self.k} best candidates by model cost, the model's pick was the "
-                f"fastest ({self.pick_seconds * 1e6:.3g} us a call)."
+                f"fastest ({self.pick_seconds * 1e6:.3g} us a call; none beat it by more than {MIN_GAIN:.0%})."
             )
         return (
             f"tuned on this host: candidate {self.chosen} of the {self.k} best by model cost runs in "
@@ -82,7 +86,8 @@ def tune(user, target, k: int, search, *, db: str | None = None, timer=measure_p
                 return impl, Tuning(entry.k, t["chosen"], secs[0], secs[t["chosen"]], True)
     cands = enumerate_candidates(user, target, k, search=search)
     secs = [float(s) for s in timer(user, target, [c.impl for c in cands])]
-    chosen = min(range(len(cands)), key=lambda i: (secs[i], i))
+    fastest = min(range(len(cands)), key=lambda i: (secs[i], i))
+    chosen = fastest if secs[0] > (1 + MIN_GAIN) * secs[fastest] else 0
     result = Tuning(len(cands), chosen, secs[0], secs[chosen], False)
     if db is not None:
         timings = dict(seconds=secs, chosen=chosen, costs=[c.cost for c in cands])
