@@ -108,3 +108,15 @@ def test_the_benchmark_harness_times_every_program(tmp_path):
     for copies in (1, 3):
         timings = measure.time_programs(exe, 2, copies=copies, processes=1, rounds=2, sample_s=1e-4)
         assert [t.samples for t in timings] == [2, 2] and all(t.seconds > 0 for t in timings)
+
+
+def test_prune_forgets_the_tuned_choices_of_stale_namespaces(tmp_path):
+    from morello_build import db as dbmod
+
+    path = tmp_path / "synth.db"
+    _header(path, 2, FakeTimer(fastest=1))
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE ns SET fingerprint='old'")  # as if the synthesizer's code had changed
+    dbmod.prune(str(path))
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT count(*) FROM tuned").fetchone()[0] == 0

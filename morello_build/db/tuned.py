@@ -54,6 +54,12 @@ def lookup(db_path, target, spec: str, host: str) -> TunedEntry | None:
     return TunedEntry(row[0], tuple(tuple(step) for step in json.loads(row[1])), row[2], json.loads(row[3]))
 
 
+def forget(conn, namespaces_sql: str, args) -> None:
+    """Delete the entries of the namespaces ``namespaces_sql`` selects (``db prune``); no table, nothing."""
+    if conn.execute("SELECT 1 FROM sqlite_master WHERE name='tuned'").fetchone():
+        conn.execute(f"DELETE FROM tuned WHERE ns IN ({namespaces_sql})", args)
+
+
 def store(db_path, target, spec: str, host: str, entry: TunedEntry) -> bool:
     """Record ``entry`` (replacing an older one); False where the DB cannot be written."""
     if not writable(db_path):
