@@ -13,20 +13,20 @@ from morello_build.synth.candidates import enumerate_candidates, lowered_code, r
 from morello_build.synth.search import Search
 from morello_build.target import get_target
 
-SPEC = "matmul 8x8x8 serial"
+SPEC = "matmul 4x8x8 serial"
 
 
 @pytest.fixture(scope="module")
 def enumerated():
     user, target = parse_spec(SPEC), get_target("avx2", threads=1)
     search = Search(target)
-    cands = enumerate_candidates(user, target, 12, depth=2, width=3, search=search)
+    cands = enumerate_candidates(user, target, 10, depth=2, width=3, search=search)
     return user, target, search, cands
 
 
 def test_distinct_best_first_and_the_pick_first(enumerated):
     user, target, search, cands = enumerated
-    assert len(cands) == 12
+    assert len(cands) == 10
     costs = [c.cost for c in cands]
     assert costs == sorted(costs)
     assert cands[0].path == () and cands[0].cost == search.best(user.to_spec(target.limits())).cost
