@@ -60,6 +60,12 @@ def main(argv=None) -> int:
     p.add_argument("--rounds", type=int, default=7)
     p.add_argument("--sample-ms", type=float, default=2.0)
     p.add_argument("--jobs", type=int, default=2, help="compiler processes")
+    p.add_argument(
+        "--clock",
+        choices=("auto", "cpu", "wall"),
+        default="auto",
+        help="cpu: the calling thread's CPU time (serial programs on a busy host); auto: cpu for serial specs",
+    )
     p.add_argument("--json", default=None, help="write the figures here (default: rank-<spec>.json)")
     p.add_argument("--workdir", default=None)
     args = p.parse_args(argv)
@@ -72,7 +78,8 @@ def main(argv=None) -> int:
     work = Path(args.workdir or tempfile.mkdtemp(prefix="morello-rank-"))
     exe = measure.build_benchmark(user, target, [c.impl for c in cands], work, jobs=args.jobs)
     t_build = time.monotonic() - t0 - t_enum
-    kw = dict(processes=args.processes, rounds=args.rounds, sample_s=args.sample_ms / 1000)
+    clock = measure.default_clock(user) if args.clock == "auto" else args.clock
+    kw = dict(processes=args.processes, rounds=args.rounds, sample_s=args.sample_ms / 1000, clock=clock)
     modes = {"warm": measure.time_programs(exe, len(cands), **kw)}
     if args.dram:
         modes["dram"] = measure.time_programs(exe, len(cands), copies=measure.dram_copies(user), **kw)
@@ -83,6 +90,7 @@ def main(argv=None) -> int:
         spec=args.spec,
         isa=target.isa,
         threads=target.threads,
+        clock=clock,
         cpu=measure.cpu_name(),
         loadavg=os.getloadavg(),
         seconds=dict(enumerate=t_enum, build=t_build, time=t_time),
@@ -134,7 +142,7 @@ def _print(report, modes, costs, cands) -> None:
             f"{CLIFF:g}x the pick's, time > {CLIFF:g}x): {s['cliffs'] or 'none'} "
             f"(10th percentiles: {s['cliffs_low'] or 'none'})"
         )
-    con.print(f"load average {report['loadavg']}; seconds: {report['seconds']}")
+    con.print(f"clock {report['clock']}; load average {report['loadavg']}; seconds: {report['seconds']}")
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ drifts of a shared host hit all alike), ``rounds`` times. Warm: one set of opera
 DRAM: ``copies`` distinct sets of operands (random data, filled per copy: identical pages may be merged by
 the host), rotated call by call, so that every call finds its operands out of cache. A program's time is
 the median over every sample of every process; its spread the interquartile range over the median.
+Serial programs may be timed by their thread's CPU time (``clock="cpu"``), which a busy host inflates less.
 """
 
 from __future__ import annotations
@@ -27,13 +28,13 @@ NAMESPACE = "morello_rank"
 
 _HARNESS = r"""
 #include <algorithm>
-#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <random>
 #include <vector>
+#include <time.h>
 {decls}
 using Fn = void (*)(const void*, const void*, void*);
 struct Info {{
@@ -60,8 +61,9 @@ template <class T> static void fill(std::vector<T>& v, std::mt19937& g) {{
 }}
 
 int main(int argc, char** argv) {{
-  // usage: bench COPIES ROUNDS SAMPLE_SECONDS SEED
+  // usage: bench COPIES ROUNDS SAMPLE_SECONDS SEED [cpu|wall]
   const int copies = std::atoi(argv[1]), rounds = std::atoi(argv[2]);
+  const bool cpu = argc > 5 && std::strcmp(argv[5], "cpu") == 0;
   const double sample_s = std::atof(argv[3]);
   std::mt19937 g(unsigned(std::atoi(argv[4])));
   const std::size_t bt = Info::batch;
@@ -70,15 +72,20 @@ int main(int argc, char** argv) {{
   std::vector<std::vector<Info::b_type>> b(copies, std::vector<Info::b_type>(nb));
   std::vector<std::vector<Info::c_type>> c(copies, std::vector<Info::c_type>(nc));
   for (int i = 0; i < copies; ++i) {{ fill(a[i], g); fill(b[i], g); fill(c[i], g); }}
-  using clock = std::chrono::steady_clock;
+  // cpu: this thread's CPU time (a serial program's time without the time other processes ran instead)
+  auto now = [cpu] {{
+    timespec ts;
+    clock_gettime(cpu ? CLOCK_THREAD_CPUTIME_ID : CLOCK_MONOTONIC, &ts);
+    return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+  }};
   int next = 0;
   auto run = [&](int k, long reps) {{
-    auto t0 = clock::now();
+    const double t0 = now();
     for (long r = 0; r < reps; ++r) {{
       kFns[k](a[next].data(), b[next].data(), c[next].data());
       next = (next + 1) % copies;
     }}
-    return std::chrono::duration<double>(clock::now() - t0).count();
+    return now() - t0;
   }};
   std::vector<long> reps(kN);
   for (int k = 0; k < kN; ++k) {{  // warm up, then enough calls per sample to take sample_s
@@ -197,13 +204,24 @@ def dram_copies(user, cache_bytes: int | None = None) -> int:
 
 
 def time_programs(
-    exe, count: int, *, copies: int = 1, processes: int = 3, rounds: int = 5, sample_s: float = 0.005, env=None
+    exe,
+    count: int,
+    *,
+    copies: int = 1,
+    processes: int = 3,
+    rounds: int = 5,
+    sample_s: float = 0.005,
+    clock: str = "wall",
+    env=None,
 ) -> list[Timing]:
     """Time the ``count`` programs of benchmark ``exe``: ``processes`` fresh processes of ``rounds``
-    interleaved rounds each (see the module's doc); ``copies`` > 1 rotates operand sets (DRAM)."""
+    interleaved rounds each (see the module's doc); ``copies`` > 1 rotates operand sets (DRAM). ``clock``
+    "cpu" counts the calling thread's CPU time: for serial programs on a shared host, it leaves out the
+    time other processes ran instead (cache and memory-bus contention still count); "wall" for parallel
+    programs."""
     samples: list[list[float]] = [[] for _ in range(count)]
     for p in range(processes):
-        args = [str(exe), str(copies), str(rounds), repr(sample_s), str(1234 + p)]
+        args = [str(exe), str(copies), str(rounds), repr(sample_s), str(1234 + p), clock]
         r = subprocess.run(
             args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=dict(os.environ, **(env or {}))
         )
@@ -214,6 +232,11 @@ def time_programs(
                 k, t = line.split()
                 samples[int(k)].append(float(t))
     return [_summary(s) for s in samples]
+
+
+def default_clock(user) -> str:
+    """ "cpu" for serial specs (their programs run on the calling thread), else "wall"."""
+    return "cpu" if user.serial else "wall"
 
 
 def _summary(xs: list[float]) -> Timing:

@@ -65,7 +65,9 @@ def measure_programs(user, target, impls) -> list[float]:
 
     with tempfile.TemporaryDirectory(prefix="morello-tune-") as work:
         exe = measure.build_benchmark(user, target, impls, Path(work))
-        return [t.seconds for t in measure.time_programs(exe, len(impls), processes=2, rounds=5, sample_s=0.002)]
+        clock = measure.default_clock(user)
+        timings = measure.time_programs(exe, len(impls), processes=2, rounds=5, sample_s=0.002, clock=clock)
+        return [t.seconds for t in timings]
 
 
 def tune(user, target, k: int, search, *, db: str | None = None, timer=measure_programs):
