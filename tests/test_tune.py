@@ -84,20 +84,18 @@ def test_an_old_db_without_the_table_keeps_working(db):
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["--tune", "x"], "'x' is not a number of candidates from 0 (off) to 64"),
-        (["--tune", "65"], "'65' is not a number of candidates"),
+        (["--tune", "x"], "morello-build: error: --tune 'x' is not a number of candidates from 0 (off) to 64"),
+        (["--tune", "65"], "morello-build: error: --tune '65' is not a number of candidates"),
+        (["--tune", "-1"], "morello-build: error: --tune '-1' is not a number of candidates"),
         (["--tune", "2", "--isa", "dispatch"], "--tune measures programs for one ISA"),
     ],
 )
 def test_cli_errors(args, message, capsys):
     from morello_build.tools.cli import main
 
-    try:
-        rc = main(["synth", SPEC, "--db", "none", *args])
-    except SystemExit as e:  # argparse's own errors
-        rc = e.code
+    rc = main(["synth", SPEC, "--db", "none", *args])
     err = capsys.readouterr().err
-    assert rc == 2 and message in err and err.strip().splitlines()[-1].count("error:") == 1, err
+    assert rc == 2 and message in err and len(err.strip().splitlines()) == 1, err
 
 
 def test_spearman():

@@ -34,6 +34,7 @@ def _progress():
 def _synthesize(args, header: bool):
     from morello_build import db
     from morello_build.tools import api
+    from morello_build.tools.tune import check_k
 
     path = db.resolve_path(args.db, warn=warn)  # on by default (the per-user cache); `--db none` turns it off
     update, stop = _progress()
@@ -47,7 +48,7 @@ def _synthesize(args, header: bool):
                 namespace=args.namespace,
                 db=path,
                 progress=update,
-                tune=args.tune,
+                tune=check_k(args.tune),
             )
         if args.isa == "dispatch":
             return api.synthesize_variants(args.spec, threads=args.threads, db=path, progress=update)
@@ -144,21 +145,11 @@ def _add_synth_options(p, header: bool) -> None:
         p.add_argument("--namespace", default="morello", help="C++ namespace (default: morello)")
         p.add_argument(
             "--tune",
-            type=_tune,
-            default=0,
+            default="0",
             metavar="K",
             help="compile and time the K best distinct candidate programs on this host and keep the fastest "
             "(stored in the DB: the next build reuses it without measuring); 0 (default): off",
         )
-
-
-def _tune(text: str) -> int:
-    from morello_build.tools.tune import check_k
-
-    try:
-        return check_k(text)
-    except UserError as e:
-        raise argparse.ArgumentTypeError(str(e).removeprefix("--tune ")) from None
 
 
 def _threads(text: str) -> int:
