@@ -58,6 +58,9 @@ def test_tuned_choice_is_stored_and_reused_without_measuring(db):
     assert "Tuning:" not in untuned and untuned != first
     again = FakeTimer()
     assert _header(db, 4, again) == first and again.calls == 0  # the same bytes, nothing measured
+    other = synthesize_header(SPEC, isa="avx2", threads=4, db=str(db), tune=4, timer=again)
+    note = next(line for line in first.splitlines() if line.startswith("// Tuning:"))
+    assert note in other and again.calls == 0  # a serial spec's choice serves every thread count
     assert _header(db, 3, again) == first and again.calls == 0  # fewer candidates: the stored K covers them
     _header(db, 6, again)
     assert again.calls == 1 and again.programs == 6  # more candidates than measured: measures again

@@ -11,7 +11,7 @@ every time.
 from __future__ import annotations
 
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from morello_build.ir.grammar import format_spec
@@ -78,8 +78,10 @@ def tune(user, target, k: int, search, *, db: str | None = None, timer=measure_p
 
     spec_text, host = format_spec(user), host_cpu()
     spec = user.to_spec(target.limits())
+    # Serial specs' programs do not depend on the thread count: one entry serves every count (as in the DB).
+    key_target = replace(target, threads=1) if user.serial else target
     if db is not None:
-        entry = tuned.lookup(db, target, spec_text, host)
+        entry = tuned.lookup(db, key_target, spec_text, host)
         if entry is not None and entry.k >= k:
             try:
                 impl = replay(spec, entry.path, search)
@@ -97,5 +99,5 @@ def tune(user, target, k: int, search, *, db: str | None = None, timer=measure_p
     if db is not None:
         timings = dict(seconds=secs, chosen=chosen, costs=[c.cost for c in cands])
         entry = tuned.TunedEntry(k, cands[chosen].path, cands[chosen].cost, timings)
-        tuned.store(db, target, spec_text, host, entry)
+        tuned.store(db, key_target, spec_text, host, entry)
     return cands[chosen].impl, result
