@@ -132,3 +132,14 @@ def test_prune_forgets_the_tuned_choices_of_stale_namespaces(db):
     dbmod.prune(str(path))
     with sqlite3.connect(path) as conn:
         assert conn.execute("SELECT count(*) FROM tuned").fetchone()[0] == 0
+
+
+def test_a_switch_needs_the_quartiles_apart():
+    from morello_build.tools.measure import Timing
+    from morello_build.tools.tune import _clearly_faster
+
+    pick = Timing(1.0, 0.2, 10, 0.85, q1=0.9, q3=1.1)
+    assert _clearly_faster(Timing(0.8, 0.1, 10, 0.75, q1=0.78, q3=0.85), pick)
+    assert not _clearly_faster(Timing(0.9, 0.2, 10, 0.75, q1=0.8, q3=0.95), pick)  # overlapping: noise
+    assert not _clearly_faster(Timing(0.98, 0.0, 10, 0.98, q1=0.98, q3=0.98), pick)  # within MIN_GAIN
+    assert _clearly_faster(0.9, 1.0) and not _clearly_faster(0.99, 1.0)  # plain seconds

@@ -118,6 +118,8 @@ class Timing:
     spread: float  # interquartile range / median, over every sample
     samples: int
     low: float  # the 10th percentile: less sensitive to a busy host, which only ever adds time
+    q1: float = 0.0  # the quartiles
+    q3: float = 0.0
 
 
 def _compile(cmd: list[str], timeout: float) -> None:
@@ -243,7 +245,7 @@ def _summary(xs: list[float]) -> Timing:
     xs = sorted(xs)
     med = median(xs)
     q1, q3 = xs[len(xs) // 4], xs[(3 * len(xs)) // 4]
-    return Timing(med, (q3 - q1) / med if med else 0.0, len(xs), xs[len(xs) // 10])
+    return Timing(med, (q3 - q1) / med if med else 0.0, len(xs), xs[len(xs) // 10], q1, q3)
 
 
 def spearman(xs, ys) -> float:

@@ -18,8 +18,9 @@ from morello_build.ir.grammar import format_spec
 from morello_build.tools.errors import UserError
 
 MAX_TUNE = 64
-# Keep the model's pick unless another candidate is faster by more than this: on a busy host, near-equal
-# programs trade places from run to run, and a switch should be worth its explanation.
+# Keep the model's pick unless another candidate is faster by more than this, and (where the timer gives
+# quartiles) its slower quartile beats the pick's faster one: on a busy host, near-equal programs trade
+# places from run to run, and a switch should be worth its explanation.
 MIN_GAIN = 0.03
 
 
@@ -59,15 +60,22 @@ def host_cpu() -> str:
     return cpu_name()
 
 
-def measure_programs(user, target, impls) -> list[float]:
-    """The default timer: warm medians in seconds (tools/measure.py), compiled in a temporary directory."""
+def measure_programs(user, target, impls) -> list:
+    """The default timer: warm timings (tools/measure.Timing: medians and quartiles, in seconds), compiled
+    in a temporary directory. A timer may also return plain seconds."""
     from morello_build.tools import measure
 
     with tempfile.TemporaryDirectory(prefix="morello-tune-") as work:
         exe = measure.build_benchmark(user, target, impls, Path(work))
         clock = measure.default_clock(user)
-        timings = measure.time_programs(exe, len(impls), processes=2, rounds=5, sample_s=0.002, clock=clock)
-        return [t.seconds for t in timings]
+        return measure.time_programs(exe, len(impls), processes=2, rounds=8, sample_s=0.002, clock=clock)
+
+
+def _clearly_faster(t, pick) -> bool:
+    """Whether timing ``t`` beats the pick's by more than MIN_GAIN and, given quartiles, by more than noise."""
+    if float(getattr(pick, "seconds", pick)) <= (1 + MIN_GAIN) * float(getattr(t, "seconds", t)):
+        return False
+    return not hasattr(t, "q3") or t.q3 < pick.q1
 
 
 def tune(user, target, k: int, search, *, db: str | None = None, timer=measure_programs):
@@ -92,12 +100,15 @@ def tune(user, target, k: int, search, *, db: str | None = None, timer=measure_p
                 secs = t["seconds"]
                 return impl, Tuning(entry.k, t["chosen"], secs[0], secs[t["chosen"]], True)
     cands = enumerate_candidates(user, target, k, search=search)
-    secs = [float(s) for s in timer(user, target, [c.impl for c in cands])]
+    timings = timer(user, target, [c.impl for c in cands])
+    secs = [float(getattr(t, "seconds", t)) for t in timings]
     fastest = min(range(len(cands)), key=lambda i: (secs[i], i))
-    chosen = fastest if secs[0] > (1 + MIN_GAIN) * secs[fastest] else 0
+    chosen = fastest if _clearly_faster(timings[fastest], timings[0]) else 0
     result = Tuning(len(cands), chosen, secs[0], secs[chosen], False)
     if db is not None:
-        timings = dict(seconds=secs, chosen=chosen, costs=[c.cost for c in cands])
-        entry = tuned.TunedEntry(k, cands[chosen].path, cands[chosen].cost, timings)
+        record = dict(seconds=secs, chosen=chosen, costs=[c.cost for c in cands])
+        if all(hasattr(t, "q1") for t in timings):
+            record["quartiles"] = [[t.q1, t.q3] for t in timings]
+        entry = tuned.TunedEntry(k, cands[chosen].path, cands[chosen].cost, record)
         tuned.store(db, key_target, spec_text, host, entry)
     return cands[chosen].impl, result
