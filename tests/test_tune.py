@@ -143,3 +143,20 @@ def test_a_switch_needs_the_quartiles_apart():
     assert not _clearly_faster(Timing(0.9, 0.2, 10, 0.75, q1=0.8, q3=0.95), pick)  # overlapping: noise
     assert not _clearly_faster(Timing(0.98, 0.0, 10, 0.98, q1=0.98, q3=0.98), pick)  # within MIN_GAIN
     assert _clearly_faster(0.9, 1.0) and not _clearly_faster(0.99, 1.0)  # plain seconds
+
+
+def test_python_api_passes_tune_and_checks_it():
+    from morello_build.tools.errors import UserError
+    from morello_build.tools.pyapi import _headers_from
+
+    seen = []
+
+    def header_fn(spec, **kw):
+        seen.append(kw.get("tune", 0))
+        return "// header"
+
+    _headers_from(header_fn, [SPEC], "avx2", None, None, ["k"], ["ns"], 3)
+    _headers_from(header_fn, [SPEC], "avx2", None, None, ["k"], ["ns"])
+    assert seen == [3, 0]
+    with pytest.raises(UserError, match="--tune '-2' is not a number of candidates"):
+        _headers_from(header_fn, [SPEC], "avx2", None, None, ["k"], ["ns"], -2)
