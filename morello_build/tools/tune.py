@@ -37,7 +37,8 @@ class Tuning:
         if self.chosen == 0:
             return (
                 f"tuned on this host: of the {self.k} best candidates by model cost, the model's pick was the "
-                f"fastest ({self.pick_seconds * 1e6:.3g} us a call; none beat it by over {MIN_GAIN:.0%} beyond the noise)."
+                f"fastest ({self.pick_seconds * 1e6:.3g} us a call; none beat it by over {MIN_GAIN:.0%} "
+                "beyond the noise)."
             )
         return (
             f"tuned on this host: candidate {self.chosen} of the {self.k} best by model cost runs in "
