@@ -29,7 +29,7 @@ CASES = {
         [
             "morello_add_kernel(k)",
             "unknown argument 'FOO'",
-            "NAMESPACE, ISA, THREADS, PROFILE, DB, EXPORT; quote the spec",
+            "NAMESPACE, ISA, THREADS, PROFILE, TUNE, DB, EXPORT; quote the spec",
         ],
     ),
     "lowercase_keyword": (
@@ -75,6 +75,15 @@ CASES = {
     "bad_profile": (
         f"morello_add_kernel(k SPEC {GOOD} PROFILE zen9)",
         ["morello_add_kernel(k)", "PROFILE '", "zen9' is neither a file nor one of builtin|host|zen3"],
+    ),
+    "tune_word": (
+        f"morello_add_kernel(k SPEC {GOOD} TUNE many)",
+        ["morello_add_kernel(k)", "TUNE 'many' is not a number of candidates from 0 (off) to 64"],
+    ),
+    "tune_too_many": (f"morello_add_kernel(k SPEC {GOOD} TUNE 65)", ["morello_add_kernel(k)", "TUNE '65' is not"]),
+    "tune_dispatch": (
+        f"morello_add_kernel(k SPEC {GOOD} ISA dispatch TUNE 4)",
+        ["morello_add_kernel(k)", "TUNE measures programs for one ISA"],
     ),
     "bad_name": (f"morello_add_kernel(k SPEC {GOOD} NAME 1fn)", ["morello_add_kernel(k)", "bad NAME '1fn'"]),
     "keyword_name": (f"morello_add_kernel(k SPEC {GOOD} NAME class)", ["morello_add_kernel(k)", "bad NAME 'class'"]),
@@ -177,7 +186,7 @@ def test_threads_reach_the_generator_with_test_and_benchmark(tmp_path):
     test_cmake.py builds and runs a THREADS 16 kernel's test.)"""
     body = (
         "enable_language(CXX)\n"
-        f"morello_add_kernel(k SPEC {GOOD} THREADS 16 TEST BENCHMARK DB none)\n"
+        f"morello_add_kernel(k SPEC {GOOD} THREADS 16 TUNE 4 TEST BENCHMARK DB none)\n"
         f"morello_add_kernel(d SPEC {GOOD} DB none)\n"
         "get_target_property(t k MORELLO_THREADS)\nget_target_property(u d MORELLO_THREADS)\n"
         'message(STATUS "threads=${t} default=${u}")\n'
@@ -191,7 +200,9 @@ def test_threads_reach_the_generator_with_test_and_benchmark(tmp_path):
     assert "-- has k_benchmark" in p.stdout, p.stdout
     args = (tmp_path / "build" / "morello" / "k.args").read_text().splitlines()
     assert args[args.index("--threads") + 1] == "16", args
+    assert args[args.index("--tune") + 1] == "4", args
     assert "--threads" not in (tmp_path / "build" / "morello" / "d.args").read_text().splitlines()
+    assert "--tune" not in (tmp_path / "build" / "morello" / "d.args").read_text().splitlines()
 
 
 @pytest.mark.parametrize("word", ["none", "off", "OFF", "no", "0", "false"])

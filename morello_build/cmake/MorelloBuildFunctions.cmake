@@ -3,7 +3,8 @@
 #
 # morello_add_kernel(<target> SPEC "<spec>"
 #                    [NAME <fn>] [NAMESPACE <ns>] [ISA native|avx2|avx512|avx512_bf16|highway|scalar|dispatch]
-#                    [THREADS <n>|native] [PROFILE <file>|<name>] [DB <path>|none] [TEST] [BENCHMARK] [EXPORT <export-set>] [NO_INSTALL])
+#                    [THREADS <n>|native] [PROFILE <file>|<name>] [TUNE <k>] [DB <path>|none] [TEST] [BENCHMARK]
+#                    [EXPORT <export-set>] [NO_INSTALL])
 #
 #   Creates the INTERFACE library <target> (alias morello::<target>) with the header
 #   <build>/morello/include/morello/<target>.hpp (#include "morello/<target>.hpp"), synthesized at build
@@ -19,6 +20,8 @@
 #              editing it regenerates the header) or a name: builtin, host, zen3, zen4, zen5, golden-cove,
 #              generic-avx2 (default: the cache variable MorelloBuild_PROFILE if set, else the generator's:
 #              $MORELLO_PROFILE at build time, else host)
+#   TUNE       compile and time the k (0 to 64; 0, the default: off) best distinct candidate programs on the
+#              build machine and keep the fastest (`synth --tune`); the choice is stored in the DB and reused
 #   DB         synthesis database, relative to the current source dir; none (also off, no, 0, false): no DB
 #              (default: the cache variable MorelloBuild_DB if set, else the generator's default)
 #   TEST       adds the executable <target>_test and the ctest <target>_test: the kernel against
@@ -46,7 +49,7 @@ if(POLICY CMP0174)
 endif()
 
 set(_MORELLO_ADD_KERNEL_OPTIONS TEST BENCHMARK NO_INSTALL)
-set(_MORELLO_ADD_KERNEL_ONE_VALUE SPEC NAME NAMESPACE ISA THREADS PROFILE DB EXPORT)
+set(_MORELLO_ADD_KERNEL_ONE_VALUE SPEC NAME NAMESPACE ISA THREADS PROFILE TUNE DB EXPORT)
 # The cost profiles' names (target/profiles.py names(); tests/test_profile.py checks they agree).
 set(_MORELLO_PROFILE_NAMES builtin host zen3 zen4 zen5 golden-cove generic-avx2)
 # C++ reserved words, shared with the Python CLI (codegen.CXX_KEYWORDS): one per line.
@@ -138,6 +141,17 @@ function(morello_add_kernel)
     set(_threads "${_mk_THREADS}")
     if(NOT _threads MATCHES "^[1-9][0-9]*$" OR _threads GREATER 1024)
       _morello_fail("THREADS '${_threads}' is not a thread count from 1 to 1024 (or native)")
+    endif()
+  endif()
+
+  set(_tune 0)
+  if(DEFINED _mk_TUNE)
+    set(_tune "${_mk_TUNE}")
+    if(NOT _tune MATCHES "^[0-9]+$" OR _tune GREATER 64)
+      _morello_fail("TUNE '${_tune}' is not a number of candidates from 0 (off) to 64")
+    endif()
+    if(_tune GREATER 0 AND _isa STREQUAL "dispatch")
+      _morello_fail("TUNE measures programs for one ISA; it does not apply to ISA dispatch")
     endif()
   endif()
 
@@ -249,6 +263,9 @@ function(morello_add_kernel)
   endif()
   if(NOT _profile STREQUAL "")
     list(APPEND _cmd --profile "${_profile}")
+  endif()
+  if(_tune GREATER 0)
+    list(APPEND _cmd --tune "${_tune}")
   endif()
   # Everything the header depends on besides the generator's files, as a file that changes only when
   # they change: Makefile generators do not notice a changed command line.

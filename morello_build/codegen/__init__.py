@@ -316,12 +316,16 @@ def variant_context(user: UserSpec, impl, target, *, name: str) -> dict:
     )
 
 
-def emit_header(user: UserSpec, impl, target, *, name: str = "kernel", namespace: str = "morello") -> str:
-    """The complete header for ``user`` implemented by ``impl`` on ``target`` (deterministic bytes)."""
+def emit_header(
+    user: UserSpec, impl, target, *, name: str = "kernel", namespace: str = "morello", tuning: str | None = None
+) -> str:
+    """The complete header for ``user`` implemented by ``impl`` on ``target`` (deterministic bytes);
+    ``tuning``: a line saying how the program was chosen by measurement (``synth --tune``), if it was."""
     return render(
         user.definition.header_template,
         base="header.hpp.j2",
         **header_context(user, name=name, namespace=namespace),
         **variant_context(user, impl, target, name=name),
         helper_libs=[helper_library(target.helpers)] if target.helpers else [],
+        tuning=tuning,
     )

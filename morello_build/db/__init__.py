@@ -21,6 +21,7 @@ import random
 import sqlite3
 from pathlib import Path
 
+from morello_build.db import tuned
 from morello_build.db.sqlite import DBError, code_fingerprint, connect, namespace_ids, writable
 from morello_build.db.store import Store
 
@@ -302,6 +303,7 @@ def prune(path, target=None) -> str:
             conn.execute(f"DELETE FROM rects WHERE klo IN (SELECT id FROM keys WHERE ns IN ({stale}))", args)
             conn.execute(f"DELETE FROM keys WHERE ns IN ({stale})", args)
             conn.execute(f"DELETE FROM runs WHERE ns IN ({stale})", args)
+            tuned.forget(conn, stale, args)
             conn.execute(f"DELETE FROM ns WHERE NOT ({current})", args)
             conn.execute("COMMIT")
             conn.execute("VACUUM")

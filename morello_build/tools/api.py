@@ -5,6 +5,7 @@ from __future__ import annotations
 from morello_build.ir.grammar import UserSpec, parse_spec
 from morello_build.synth.search import synthesize
 from morello_build.target import DISPATCH_LEVELS, TARGETS, get_target
+from morello_build.tools.errors import UserError
 
 
 def synthesize_program(
@@ -30,6 +31,34 @@ def synthesize_program(
     return user, target, impl, search
 
 
+def synthesize_tuned(
+    spec: str | UserSpec,
+    tune: int,
+    *,
+    isa: str = "native",
+    threads: int | None = None,
+    db: str | None = None,
+    progress=None,
+    timer=None,
+    profile=None,
+):
+    """``synthesize_program``, then the fastest of the ``tune`` best candidates measured on this host (or
+    the choice the DB stored for it: tools/tune.py). Returns (user spec, target, impl, Tuning)."""
+    from morello_build.tools import tune as tuning
+
+    user = parse_spec(spec) if isinstance(spec, str) else spec
+    target = get_target(isa, threads=threads, profile=profile)
+    store = open_store(db, target) if db is not None else None
+    try:
+        impl, search = synthesize(user.to_spec(target.limits()), target, progress=progress, store=store)
+        kw = {} if timer is None else {"timer": timer}
+        impl, result = tuning.tune(user, target, tune, search, db=db, **kw)
+    finally:
+        if store is not None:
+            store.close()
+    return user, target, impl, result
+
+
 def open_store(db: str, target):
     """The persistent synthesis database (morello_build.db), opened for this target."""
     from morello_build.db import open_db
@@ -47,11 +76,22 @@ def synthesize_header(
     db: str | None = None,
     progress=None,
     profile=None,
+    tune: int = 0,
+    timer=None,
 ) -> str:
     """The complete generated header for ``spec`` (deterministic bytes); ``isa="dispatch"``: one header
-    with a program per ISA level, chosen at run time (codegen/dispatch.py)."""
+    with a program per ISA level, chosen at run time (codegen/dispatch.py). ``tune`` K > 0: the fastest of
+    the K best candidates measured on this host (tools/tune.py; ``timer`` replaces the measurement)."""
     from morello_build.codegen import emit_header
+    from morello_build.tools.tune import check_k
 
+    if check_k(tune):
+        if isa == "dispatch":
+            raise UserError("--tune measures programs for one ISA; it does not apply to --isa dispatch")
+        user, target, impl, result = synthesize_tuned(
+            spec, tune, isa=isa, threads=threads, db=db, progress=progress, timer=timer, profile=profile
+        )
+        return emit_header(user, impl, target, name=name, namespace=namespace, tuning=result.note())
     if isa == "dispatch":
         from morello_build.codegen.dispatch import emit_dispatch_header
 

@@ -34,6 +34,7 @@ def _progress():
 def _synthesize(args, header: bool):
     from morello_build import db
     from morello_build.tools import api
+    from morello_build.tools.tune import check_k
 
     path = db.resolve_path(args.db, warn=warn)  # on by default (the per-user cache); `--db none` turns it off
     update, stop = _progress()
@@ -48,6 +49,7 @@ def _synthesize(args, header: bool):
                 db=path,
                 progress=update,
                 profile=args.profile,
+                tune=check_k(args.tune),
             )
         if args.isa == "dispatch":
             return api.synthesize_variants(
@@ -147,6 +149,13 @@ def _add_synth_options(p, header: bool) -> None:
         p.add_argument("-o", "--output", help="header file to write (only if its bytes change)")
         p.add_argument("--name", default="kernel", help="C++ function name (default: kernel)")
         p.add_argument("--namespace", default="morello", help="C++ namespace (default: morello)")
+        p.add_argument(
+            "--tune",
+            default="0",
+            metavar="K",
+            help="compile and time the K best distinct candidate programs on this host and keep the fastest "
+            "(stored in the DB: the next build reuses it without measuring); 0 (default): off",
+        )
 
 
 def _threads(text: str) -> int:

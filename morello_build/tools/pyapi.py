@@ -242,17 +242,18 @@ def _canonical_spec(spec) -> str:
 
 @lru_cache(maxsize=256)
 def _synthesize(
-    spec: str, isa: str, threads: int | None, db: str | None, name: str, namespace: str, profile=None
+    spec: str, isa: str, threads: int | None, db: str | None, name: str, namespace: str, profile=None, tune: int = 0
 ) -> str:
-    """Synthesized header text. Without ``db``, headers are also cached on disk under
+    """Synthesized header text. Without ``db`` (and untuned), headers are also cached on disk under
     ``<cache>/headers``, keyed by spec, resolved ISA, thread count and cost profile, name, namespace and the
-    generator fingerprint, so a spec compiled before costs no search at all (the search is deterministic)."""
+    generator fingerprint, so a spec compiled before costs no search at all (the search is deterministic; a
+    measurement is not: tuned headers are kept by the DB's tuned table instead)."""
     from morello_build.target import profiles, resolve_threads
     from morello_build.tools.api import resolve_isa, synthesize_header
 
     kw = dict(isa=isa, threads=threads, name=name, namespace=namespace, profile=profile)
-    if db is not None:
-        return synthesize_header(spec, db=db, **kw)
+    if db is not None or tune:
+        return synthesize_header(spec, db=db, tune=tune, **kw)
     resolved = f"{resolve_isa(isa)}@{resolve_threads(threads)}"
     resolved += "" if profiles.resolve(profile) is profiles.BUILTIN else f"@{profiles.resolve(profile)!r}"
     path = cache_dir() / "headers" / f"{_sha(spec, resolved, name, namespace, generator_fingerprint())[:32]}.hpp"
@@ -268,14 +269,19 @@ def _synthesize(
     return text
 
 
-def _headers_from(header_fn, specs, isa, threads, db, names, namespaces, profile=None):
+def _headers_from(header_fn, specs, isa, threads, db, names, namespaces, profile=None, tune=0):
+    from morello_build.tools.tune import check_k
+
+    tune = check_k(tune)
     out = []
     for spec, name, ns in zip(specs, names, namespaces):
         if header_fn is None:
-            text = _synthesize(spec, isa, threads, None if db is None else os.fspath(db), name, ns, profile)
+            text = _synthesize(spec, isa, threads, None if db is None else os.fspath(db), name, ns, profile, tune)
         else:
             extra = {} if threads is None else {"threads": threads}
             extra.update({} if profile is None else {"profile": profile})
+            if tune:
+                extra["tune"] = tune
             text = header_fn(spec, isa=isa, name=name, namespace=ns, db=db, **extra)
         out.append(_Entry(text, name, ns))
     return out
@@ -296,6 +302,7 @@ def compile_kernel(
     threads: int | None = None,
     header_fn=None,
     profile=None,
+    tune: int = 0,
 ) -> Kernel:
     """Synthesize ``spec``, build it into a pybind11 extension (cached) and return the callable ``Kernel``.
 
@@ -303,15 +310,23 @@ def compile_kernel(
     from ``morello-build calibrate``, a name, or None: $MORELLO_PROFILE, else the host's) are passed to the synthesizer
     (``morello_build.tools.api.synthesize_header``); ``name`` is
     the C++ function name in the header (default ``kernel``, namespace ``morello``). ``header_fn`` replaces
-    the synthesizer (same signature as ``synthesize_header``), e.g. to wrap hand-written headers.
+    the synthesizer (same signature as ``synthesize_header``), e.g. to wrap hand-written headers. ``tune`` K
+    > 0: the fastest of the K best candidates measured on this host (``synth --tune``; stored in ``db``).
     """
     spec = _canonical_spec(spec)
-    entries = _headers_from(header_fn, [spec], isa, threads, db, [name or "kernel"], ["morello"], profile)
+    entries = _headers_from(header_fn, [spec], isa, threads, db, [name or "kernel"], ["morello"], profile, tune)
     return _wrap(entries)[0]
 
 
 def compile_kernels(
-    specs: Iterable, isa: str = "native", db=None, *, threads: int | None = None, header_fn=None, profile=None
+    specs: Iterable,
+    isa: str = "native",
+    db=None,
+    *,
+    threads: int | None = None,
+    header_fn=None,
+    profile=None,
+    tune: int = 0,
 ) -> list[Kernel]:
     """Several kernels in **one** extension, compiled as one translation unit (the headers' shared runtime is
     parsed once: much faster than a ``compile_kernel`` per spec when many kernels are new).
@@ -321,7 +336,7 @@ def compile_kernels(
     specs = [_canonical_spec(s) for s in specs]
     names = ["kernel"] * len(specs)
     namespaces = [f"morello_k{i}" for i in range(len(specs))]
-    return _wrap(_headers_from(header_fn, specs, isa, threads, db, names, namespaces, profile))
+    return _wrap(_headers_from(header_fn, specs, isa, threads, db, names, namespaces, profile, tune))
 
 
 def load_header(header: str | os.PathLike, *, name: str = "kernel", namespace: str = "morello") -> Kernel:

@@ -1,0 +1,149 @@
+#!/usr/bin/env python3
+"""The instrument: how well does the cost model rank programs on this host?
+
+Enumerates distinct candidate programs for SPEC (synth/candidates.py: pinned outer decisions, the rest
+synthesized), compiles them all into one benchmark (tools/measure.py), times them warm (operands in cache)
+and, with --dram, with operands in DRAM (rotated copies spanning twice the last-level cache), and reports
+Spearman's rho between model cost and measured time, the model's pick against the fastest candidate, and
+the cliff check: candidates the model costs within 3x of its pick that run more than 3x slower.
+
+    python scripts/rank.py "matmul 256x256x256 serial" --isa avx2 --candidates 30 --dram --json out.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from morello_build.ir.grammar import parse_spec
+from morello_build.ir.impl import format_tree
+from morello_build.synth.candidates import enumerate_candidates
+from morello_build.target import get_target
+from morello_build.tools import measure
+
+CLIFF = 3.0
+
+
+def summarize(costs, timings) -> dict:
+    """rho (on medians and on 10th percentiles), the pick against the fastest, and the cliffs."""
+    secs = [t.seconds for t in timings]
+    fastest = min(range(len(secs)), key=secs.__getitem__)
+    low = [t.low for t in timings]
+    cliffs = [i for i in range(1, len(costs)) if costs[i] <= CLIFF * costs[0] and secs[i] > CLIFF * secs[0]]
+    cliffs_low = [i for i in range(1, len(costs)) if costs[i] <= CLIFF * costs[0] and low[i] > CLIFF * low[0]]
+    return dict(
+        rho=measure.spearman(costs, secs),
+        rho_low=measure.spearman(costs, low),
+        pick_over_fastest=secs[0] / secs[fastest],
+        pick_over_fastest_low=low[0] / min(low),
+        fastest=fastest,
+        cliffs=cliffs,
+        cliffs_low=cliffs_low,
+        median_spread=sorted(t.spread for t in timings)[len(timings) // 2],
+    )
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[1])
+    p.add_argument("spec")
+    p.add_argument("--isa", default="native")
+    p.add_argument("--threads", type=int, default=None, help="threads the programs are synthesized for")
+    p.add_argument("--candidates", type=int, default=30)
+    p.add_argument("--per-root", type=int, default=3, help="at most this many candidates per root decision")
+    p.add_argument("--dram", action="store_true", help="also time with operands in DRAM")
+    p.add_argument("--processes", type=int, default=3)
+    p.add_argument("--rounds", type=int, default=7)
+    p.add_argument("--sample-ms", type=float, default=2.0)
+    p.add_argument("--jobs", type=int, default=2, help="compiler processes")
+    p.add_argument(
+        "--clock",
+        choices=("auto", "cpu", "wall"),
+        default="auto",
+        help="cpu: the calling thread's CPU time (serial programs on a busy host); auto: cpu for serial specs",
+    )
+    p.add_argument("--json", default=None, help="write the figures here (default: rank-<spec>.json)")
+    p.add_argument("--workdir", default=None)
+    args = p.parse_args(argv)
+
+    user = parse_spec(args.spec)
+    target = get_target(args.isa, threads=1 if user.serial and args.threads is None else args.threads)
+    t0 = time.monotonic()
+    cands = enumerate_candidates(user, target, args.candidates, per_root=args.per_root)
+    t_enum = time.monotonic() - t0
+    work = Path(args.workdir or tempfile.mkdtemp(prefix="morello-rank-"))
+    exe = measure.build_benchmark(user, target, [c.impl for c in cands], work, jobs=args.jobs)
+    t_build = time.monotonic() - t0 - t_enum
+    clock = measure.default_clock(user) if args.clock == "auto" else args.clock
+    kw = dict(processes=args.processes, rounds=args.rounds, sample_s=args.sample_ms / 1000, clock=clock)
+    modes = {"warm": measure.time_programs(exe, len(cands), **kw)}
+    if args.dram:
+        modes["dram"] = measure.time_programs(exe, len(cands), copies=measure.dram_copies(user), **kw)
+    t_time = time.monotonic() - t0 - t_enum - t_build
+    costs = [c.cost for c in cands]
+    summaries = {m: summarize(costs, ts) for m, ts in modes.items()}
+    report = dict(
+        spec=args.spec,
+        isa=target.isa,
+        threads=target.threads,
+        clock=clock,
+        cpu=measure.cpu_name(),
+        loadavg=os.getloadavg(),
+        seconds=dict(enumerate=t_enum, build=t_build, time=t_time),
+        settings=vars(args),
+        candidates=[
+            dict(
+                cost=c.cost,
+                path=[list(step) for step in c.path],
+                tree=format_tree(c.impl),
+                **{m: dict(seconds=ts[i].seconds, spread=ts[i].spread, low=ts[i].low) for m, ts in modes.items()},
+            )
+            for i, c in enumerate(cands)
+        ],
+        summary=summaries,
+    )
+    out = Path(args.json or f"rank-{'_'.join(args.spec.split())}.json")
+    out.write_text(json.dumps(report, indent=1))
+    _print(report, modes, costs, cands)
+    print(f"figures: {out}; benchmark: {work}", file=sys.stderr)
+    return 0
+
+
+def _print(report, modes, costs, cands) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    tab = Table(title=f"{report['spec']}  ({report['isa']}, {report['threads']} threads, {report['cpu']})")
+    tab.add_column("#", justify="right")
+    tab.add_column("cost/pick", justify="right")
+    for m in modes:
+        tab.add_column(f"{m} µs", justify="right")
+        tab.add_column(f"{m}/best", justify="right")
+        tab.add_column("spread", justify="right")
+    tab.add_column("pinned decisions")
+    best = {m: min(t.seconds for t in ts) for m, ts in modes.items()}
+    for i, c in enumerate(cands):
+        row = [str(i), f"{costs[i] / costs[0]:.2f}"]
+        for m, ts in modes.items():
+            row += [f"{ts[i].seconds * 1e6:.2f}", f"{ts[i].seconds / best[m]:.2f}", f"{ts[i].spread:.0%}"]
+        row.append(" ".join(f"{text}@{main}" for text, main in c.path) or "(the pick)")
+        tab.add_row(*row)
+    con = Console(width=max(160, Console().width))
+    con.print(tab)
+    for m, s in report["summary"].items():
+        con.print(
+            f"{m}: rho {s['rho']:.2f} (10th percentiles: {s['rho_low']:.2f}); the pick runs "
+            f"{s['pick_over_fastest']:.2f}x the fastest (#{s['fastest']}; 10th percentiles: "
+            f"{s['pick_over_fastest_low']:.2f}x); median spread {s['median_spread']:.0%}; cliffs (cost <= "
+            f"{CLIFF:g}x the pick's, time > {CLIFF:g}x): {s['cliffs'] or 'none'} "
+            f"(10th percentiles: {s['cliffs_low'] or 'none'})"
+        )
+    con.print(f"clock {report['clock']}; load average {report['loadavg']}; seconds: {report['seconds']}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
