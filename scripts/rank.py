@@ -53,6 +53,9 @@ def main(argv=None) -> int:
     p.add_argument("spec")
     p.add_argument("--isa", default="native")
     p.add_argument("--threads", type=int, default=None, help="threads the programs are synthesized for")
+    p.add_argument(
+        "--profile", default=None, help="cost profile: builtin, host, a name or a calibrate file (default: host)"
+    )
     p.add_argument("--candidates", type=int, default=30)
     p.add_argument("--per-root", type=int, default=3, help="at most this many candidates per root decision")
     p.add_argument("--dram", action="store_true", help="also time with operands in DRAM")
@@ -71,7 +74,8 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
 
     user = parse_spec(args.spec)
-    target = get_target(args.isa, threads=1 if user.serial and args.threads is None else args.threads)
+    threads = 1 if user.serial and args.threads is None else args.threads
+    target = get_target(args.isa, threads=threads, profile=args.profile)
     t0 = time.monotonic()
     cands = enumerate_candidates(user, target, args.candidates, per_root=args.per_root)
     t_enum = time.monotonic() - t0

@@ -155,8 +155,8 @@ def test_python_api_passes_tune_and_checks_it():
         seen.append(kw.get("tune", 0))
         return "// header"
 
-    _headers_from(header_fn, [SPEC], "avx2", None, None, ["k"], ["ns"], 3)
+    _headers_from(header_fn, [SPEC], "avx2", None, None, ["k"], ["ns"], tune=3)
     _headers_from(header_fn, [SPEC], "avx2", None, None, ["k"], ["ns"])
     assert seen == [3, 0]
     with pytest.raises(UserError, match="--tune '-2' is not a number of candidates"):
-        _headers_from(header_fn, [SPEC], "avx2", None, None, ["k"], ["ns"], -2)
+        _headers_from(header_fn, [SPEC], "avx2", None, None, ["k"], ["ns"], tune=-2)
