@@ -41,6 +41,10 @@ SPECS = [
     "matmul 1x20x3 b=f16:col",
     "matmul 3x37x2 b=f16:col",
     "matmul 1x21x5 b=e4m3:col",
+    # groups longer than 16 vectors: rolled loops over u chains per column, the rest and a ragged tail unrolled
+    "matmul 1x200x3 b=i8:col group=channel scales=f32",
+    "matmul 1x202x2 b=i4:col group=channel scales=f16 zero",
+    "matmul 1x203x2 b=f16:col",
 ]
 
 

@@ -60,6 +60,7 @@ def _cost(op, target):
     chunks = groups * ceil((k // groups) / W)
     shifted = fmt.zero or fmt.name in ("q4_0", "i4")  # a zero point (or 8) subtracted from every chunk
     per_col = chunks * (_widen_ops(fmt, target) + shifted)
+    per_col += (_chains(n, ceil((fmt.group if fmt.group > 1 else k) / W)) - 1) * groups  # the chains' adds
     scaled = fmt.group > 1
     feats = Features.of(
         vec_load=chunks * (n + 1),
@@ -73,13 +74,22 @@ def _cost(op, target):
     return feats + lines_read(op.a) + streams_read(op.b, n) + Features.of(gl_line=scale_lines)
 
 
+def _chains(n: int, chunks: int) -> int:
+    """Independent FMA chains per column (partial sums a group's chunks rotate over): enough to hide the
+    FMA latency with few columns, within the registers (n columns of chains plus an accumulator each)."""
+    return max(1, min(4, 8 // n, chunks))
+
+
 def _vector_regs(op, target) -> int:
-    return 2 * op.iter_shape[3] + 3
+    fmt, (_, _, k, n) = op.b.dtype, op.iter_shape
+    chunks = ceil((fmt.group if fmt.group > 1 else k) / target.lanes)
+    return n * (_chains(n, chunks) + 1) + 3
 
 
 # -- emitter ---------------------------------------------------------------------------------------------
-def _values(lw, fmt, bp: str, g: str, e0: int, cnt: int) -> str:
-    """The helper call widening values e0..e0+cnt-1 of group ``g`` (a C expression) of the column at bp."""
+def _values(lw, fmt, bp: str, g: str, e0, cnt: int) -> str:
+    """The helper call widening values e0..e0+cnt-1 (e0: an int, or a C expression for i8, i4 and the
+    plain formats) of group ``g`` (a C expression) of the column at bp."""
     v, G = lw.v, fmt.group
     if fmt.name == "q8_0":
         return f"{v}::load_i8(reinterpret_cast<const int8_t*>({bp} + {g} * 34 + {2 + e0}), {cnt})"
@@ -88,7 +98,8 @@ def _values(lw, fmt, bp: str, g: str, e0: int, cnt: int) -> str:
     if fmt.name == "i8":
         return f"{v}::load_i8({bp} + {g} * {G} + {e0}, {cnt})"
     if fmt.name == "i4":
-        return f"{v}::load_i4({bp} + {g} * {G // 2} + {e0 // 2}, {cnt})"
+        half = e0 // 2 if isinstance(e0, int) else f"({e0}) / 2"
+        return f"{v}::load_i4({bp} + {g} * {G // 2} + {half}, {cnt})"
     return f"{v}::load_{fmt.name}({bp} + {e0}, {cnt})"
 
 
@@ -109,11 +120,9 @@ def _emit(lw, node, binds) -> None:
             raise lw.error("dot_quant: a B column is not contiguous along K")
     if k > 1 and lw.step(a, (0, 0, 0), (0, 0, 1)) != 1:
         raise lw.error("dot_quant: A is not contiguous along K")
-    vt, v = lw.target.vtype, lw.v
+    v = lw.v
     lw.open("{")
     lw.emit(f"// dot_quant: {n} column(s) of {fmt} weights, K = {k}")
-    accs = [lw.fresh("acc") for _ in range(n)]
-    lw.emit(f"{vt} " + ", ".join(f"{x} = {v}::zero()" for x in accs) + ";")
     ap = lw.fresh("ap")
     lw.emit(f"const float* {ap} = {lw.ptr(a, (0, 0, 0))};")
     bps, sps, zps = [], [], []
@@ -124,47 +133,44 @@ def _emit(lw, node, binds) -> None:
             if (suffix, ctype) in fmt.extra_arrays():
                 out.append(lw.fresh(suffix[0] + "p"))
                 lw.emit(f"const {ctype}* {out[-1]} = {b.root}_{suffix} + {lw.group_index(b, (0, 0, j))};")
-    if fmt.group == 1:
-        _plain(lw, fmt, accs, ap, bps, k)
+    G = fmt.group if fmt.group > 1 else k
+    u = _chains(n, ceil(G / lw.W))
+    if fmt.group == 1:  # f16, e4m3: one "group" of K values, no scale
+        parts = _zeroed(lw, [[lw.fresh("acc") for _ in range(u)] for _ in range(n)])
+        _group_chunks(lw, fmt, parts, ap, bps, [None] * n, "0", k)
+        accs = [_reduce(lw, col) for col in parts]
     else:
-        _grouped(lw, fmt, accs, ap, bps, sps, zps, k)
+        accs = _zeroed(lw, [[lw.fresh("acc")] for _ in range(n)])
+        _grouped(lw, fmt, [col[0] for col in accs], ap, bps, sps, zps, k, u)
+        accs = [col[0] for col in accs]
     for j, acc in enumerate(accs):
         lw.emit(f"{lw.elem(c, (0, 0, j))} += {v}::hsum({acc});")
     lw.close()
 
 
-def _plain(lw, fmt, accs, ap, bps, k) -> None:
-    """f16, e4m3: acc += A chunk * widened B chunk, one chunk of W values at a time."""
-    v, W = lw.v, lw.W
-    full, tail = divmod(k, W)
-
-    def chunk(off: str, cnt: int):
-        av = lw.fresh("av")
-        lw.emit(f"const {lw.target.vtype} {av} = {v}::load_f32({ap} + {off}, {cnt});")
-        for acc, bp in zip(accs, bps):
-            lw.emit(f"{acc} = {v}::fma({av}, {v}::load_{fmt.name}({bp} + {off}, {cnt}), {acc});")
-
-    if full == 1:
-        chunk("0", W)
-    elif full > 1:
-        ch = lw.fresh("ch")
-        lw.open(f"for (ix {ch} = 0; {ch} < {full * W}; {ch} += {W}) {{")
-        chunk(ch, W)
-        lw.close()
-    if tail:
-        chunk(str(full * W), tail)
+def _zeroed(lw, names):
+    lw.emit(f"{lw.target.vtype} " + ", ".join(f"{x} = {lw.v}::zero()" for col in names for x in col) + ";")
+    return names
 
 
-def _grouped(lw, fmt, accs, ap, bps, sps, zps, k) -> None:
-    """Formats with scales: per group, unscaled partial sums, then acc += partial * scale."""
-    vt, v, W, G = lw.target.vtype, lw.v, lw.W, fmt.group
+def _reduce(lw, terms) -> str:
+    """The sum of a column's chains, pairwise in a fixed order (a C expression)."""
+    terms = list(terms)
+    while len(terms) > 1:
+        pairs = [(terms[i], terms[i + 1] if i + 1 < len(terms) else None) for i in range(0, len(terms), 2)]
+        terms = [f"{lw.v}::add({x}, {y})" if y else x for x, y in pairs]
+    return terms[0]
+
+
+def _grouped(lw, fmt, accs, ap, bps, sps, zps, k, u) -> None:
+    """Formats with scales: per group, unscaled partial sums over u chains, then acc += partial * scale."""
+    vt, v, G = lw.target.vtype, lw.v, fmt.group
     groups = k // G
     g = "0"
     if groups > 1:
         g = lw.fresh("g")
         lw.open(f"for (ix {g} = 0; {g} < {groups}; ++{g}) {{")
-    parts = [lw.fresh("part") for _ in accs]
-    lw.emit(f"{vt} " + ", ".join(f"{x} = {v}::zero()" for x in parts) + ";")
+    parts = _zeroed(lw, [[lw.fresh("part") for _ in range(u)] for _ in accs])
     shifts = []
     for j in range(len(accs)):
         if fmt.zero:
@@ -174,48 +180,45 @@ def _grouped(lw, fmt, accs, ap, bps, sps, zps, k) -> None:
             shifts.append(f"{v}::bcast(8.0f)")
         else:
             shifts.append(None)
-
-    def chunk(e0: int, cnt: int, base: str):
-        av = lw.fresh("av")
-        lw.emit(f"const {vt} {av} = {v}::load_f32({ap} + {base} + {e0}, {cnt});")
-        for part, bp, sh in zip(parts, bps, shifts):
-            x = _values(lw, fmt, bp, g, e0, cnt)
-            if sh is not None:
-                x = f"{v}::sub({x}, {sh})"
-            lw.emit(f"{part} = {v}::fma({av}, {x}, {part});")
-
-    base = f"{g} * {G}" if groups > 1 else "0"
-    starts = range(0, G, W)
-    if len(starts) > _MAX_UNROLLED_CHUNKS and not fmt.block:
-        full, tail = divmod(G, W)
-        ch = lw.fresh("ch")
-        lw.open(f"for (ix {ch} = 0; {ch} < {full * W}; {ch} += {W}) {{")
-        _rolled_chunk(lw, fmt, parts, ap, bps, shifts, g, f"{base} + {ch}", ch, W)
-        lw.close()
-        if tail:
-            chunk(full * W, tail, base)
-    else:
-        for e0 in starts:
-            chunk(e0, min(W, G - e0), base)
-    for acc, part, bp, sp in zip(accs, parts, bps, sps or [None] * len(accs)):
-        lw.emit(f"{acc} = {v}::fma({part}, {v}::bcast({_scale(lw, fmt, bp, sp, g)}), {acc});")
+    _group_chunks(lw, fmt, parts, ap, bps, shifts, g, G)
+    for acc, col, bp, sp in zip(accs, parts, bps, sps or [None] * len(accs)):
+        lw.emit(f"{acc} = {v}::fma({_reduce(lw, col)}, {v}::bcast({_scale(lw, fmt, bp, sp, g)}), {acc});")
     if groups > 1:
         lw.close()
 
 
-def _rolled_chunk(lw, fmt, parts, ap, bps, shifts, g, a_off, ch, W) -> None:
-    """One full chunk at a run-time offset ``ch`` inside a group (i8 and i4 groups longer than 16 chunks)."""
-    vt, v = lw.target.vtype, lw.v
-    av = lw.fresh("av")
-    lw.emit(f"const {vt} {av} = {v}::load_f32({ap} + {a_off}, {W});")
-    for part, bp, sh in zip(parts, bps, shifts):
-        if fmt.name == "i8":
-            x = f"{v}::load_i8({bp} + {g} * {fmt.group} + {ch}, {W})"
-        else:
-            x = f"{v}::load_i4({bp} + {g} * {fmt.group // 2} + {ch} / 2, {W})"
-        if sh is not None:
-            x = f"{v}::sub({x}, {sh})"
-        lw.emit(f"{part} = {v}::fma({av}, {x}, {part});")
+def _group_chunks(lw, fmt, parts, ap, bps, shifts, g: str, G: int) -> None:
+    """parts[col][c % u] += A chunk c * widened B chunk c over the G values of group g: unrolled for short
+    groups (and always for ggml blocks), else a rolled loop of u chunks per trip, the rest unrolled."""
+    vt, v, W = lw.target.vtype, lw.v, lw.W
+    u = len(parts[0])
+    base = f"{g} * {G}" if g != "0" else ""
+
+    def chunk(e0, part: int, cnt: int):
+        av = lw.fresh("av")
+        aoff = " + ".join(x for x in (base, str(e0)) if x and x != "0") or "0"
+        lw.emit(f"const {vt} {av} = {v}::load_f32({ap} + {aoff}, {cnt});")
+        for col, bp, sh in zip(parts, bps, shifts):
+            x = _values(lw, fmt, bp, g, e0, cnt)
+            if sh is not None:
+                x = f"{v}::sub({x}, {sh})"
+            lw.emit(f"{col[part]} = {v}::fma({av}, {x}, {col[part]});")
+
+    full, tail = divmod(G, W)
+    if full + bool(tail) <= _MAX_UNROLLED_CHUNKS or fmt.block:
+        for c, e0 in enumerate(range(0, G, W)):
+            chunk(e0, c % u, min(W, G - e0))
+        return
+    trips = full // u
+    ch = lw.fresh("ch")
+    lw.open(f"for (ix {ch} = 0; {ch} < {trips * u * W}; {ch} += {u * W}) {{")
+    for j in range(u):
+        chunk(f"{ch} + {j * W}" if j else ch, j, W)
+    lw.close()
+    for c in range(trips * u, full):
+        chunk(c * W, c % u, W)
+    if tail:
+        chunk(full * W, full % u, tail)
 
 
 DOT_QUANT = KernelDef(
