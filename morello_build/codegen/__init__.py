@@ -243,6 +243,16 @@ def _epilogue_context(user: UserSpec, index_c: str, rt: str) -> dict:
     return {"epilogue": e.describe(), "epilogue_formula": y, "epilogue_lines": lines, "epilogue_acts": acts}
 
 
+_WEIGHT_VALUES = {
+    "f16": "the IEEE half",
+    "e4m3": "the OCP FP8 E4M3FN value",
+    "q8_0": "ggml block_q8_0: d * q",
+    "q4_0": "ggml block_q4_0: d * (nibble - 8)",
+    "i8": "(q - zero point) * group scale",
+    "i4": "(nibble - zero point, or 8) * group scale",
+}
+
+
 def _reference_context(user: UserSpec, rt: str) -> dict:
     """What an op's reference loop (its header template) needs: each iteration dim's extent, and per
     operand its element's offset from the loop variables, its load widened to f32, and the store of an
@@ -260,7 +270,10 @@ def _reference_context(user: UserSpec, rt: str) -> dict:
         bf16 = dt == DType.BF16
         load[name] = f"::{rt}::bf16_to_f32({element})" if bf16 else element
         store[name] = f"::{rt}::f32_to_bf16(acc)" if bf16 else "acc"
+    fmt = user.dtypes[1] if is_format(user.dtypes[1]) else None
     return {
+        "weight_format": fmt and fmt.value,
+        "weight_value": fmt and _WEIGHT_VALUES.get(fmt.name),
         "extent": dict(zip(op.iter_names, user.iter_shape)),
         "index": index,
         "load": load,
