@@ -8,6 +8,7 @@ from __future__ import annotations
 import shutil
 import struct
 import subprocess
+from dataclasses import replace
 from functools import cache
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from morello_build.check.testing import cxx
 from morello_build.codegen import emit_header
 from morello_build.ir.formats import Q4_0, Q8_0, dequantize, grouped
 from morello_build.ir.grammar import SpecError, parse_spec
+from morello_build.ir.levels import Level
 from morello_build.synth.search import synthesize
 from morello_build.target import get_target, runnable_isas
 from morello_build.tools.api import synthesize_program
@@ -282,3 +284,47 @@ def test_pyapi_takes_numpy_format_arrays(pyapi_cache_dir):
         f(a, np.zeros((3, 64), np.uint8), b_scales=np.zeros((3, 2), np.float16), b_zeros=z)
     with pytest.raises(ValueError, match="b_scales: expected shape"):
         f(a, np.zeros((3, 64), np.int8), b_scales=np.zeros((3, 3), np.float16), b_zeros=z)
+
+
+# -- the DB keys formats -------------------------------------------------------------------------------
+def test_db_keys_formats(tmp_path):
+    from morello_build.db import encode
+    from morello_build.ir.impl import format_tree
+
+    text = "matmul 2x64x6 b=i4:col group=32 scales=bf16 zero"
+    spec = parse_spec(text).to_spec()
+    key, coords, _ = encode.op_key(spec.op)
+    assert "i4.g32.bf16.z" in key and encode.op_from_key(key, coords) == spec.op
+    db = str(tmp_path / "q.db")
+    first = synthesize_program(text, isa="avx2", threads=1, db=db)[2]
+    again = synthesize_program(text, isa="avx2", threads=1, db=db)[2]  # read back from the DB
+    assert format_tree(again) == format_tree(first)
+
+
+# -- the spec algebra and the cost model -----------------------------------------------------------------
+def test_k_tiles_hold_whole_groups():
+    from morello_build.synth.actions import Tile
+    from morello_build.synth.actions.plan import Refusal
+
+    target = get_target("avx2", threads=1)
+    spec = parse_spec("matmul 1x128x4 b=q8_0 accum").to_spec(target.limits())
+    refused = Tile((1, 1, 16, 4)).plan(spec, target)
+    assert isinstance(refused, Refusal) and refused.code == "cuts-group" and "q8_0" in refused.reason
+    assert not isinstance(Tile((1, 1, 64, 4)).plan(spec, target), Refusal)
+    assert not isinstance(Tile((1, 1, 1, 4)).plan(spec, target), Refusal)  # single values: scalar loads
+
+
+def test_cost_counts_the_formats_bytes():
+    from morello_build.target.kernels.quant import DOT_QUANT
+
+    target = get_target("avx2", threads=1)
+
+    def lines(text):
+        op = parse_spec(text + " accum").to_spec(target.limits()).op
+        op = op.with_operands((op.a, op.b, replace(op.c, level=Level.RF)))
+        return dict(DOT_QUANT.cost(op, target)).get("gl_line", 0)
+
+    a_lines = 4096 * 4 // 64  # A is in main memory too
+    q8, q4, i4 = (lines(f"matmul 1x4096x1 {b}") - a_lines for b in ("b=q8_0", "b=q4_0", "b=i4 group=32 scales=f32"))
+    assert q8 == 4096 * 34 // 32 // 64 and q4 == 4096 * 18 // 32 // 64
+    assert i4 == 4096 // 2 // 64 + 4096 // 32 * 4 // 64  # the values' lines, then the scales'
