@@ -47,6 +47,7 @@ SPECS = [
     "matmul 1x200x3 b=i8:col group=channel scales=f32",
     "matmul 1x202x2 b=i4:col group=channel scales=f16 zero",
     "matmul 1x203x2 b=f16:col",
+    "matmul 2x64x3 b=q8_0 batch=2",
 ]
 
 
@@ -147,11 +148,12 @@ def _random_format(fmt, cols: int, k: int, rng) -> dict:
 def _case(text: str, seed: int):
     u = parse_spec(text)
     fmt, rng = u.dtypes[1], np.random.default_rng(seed)
-    a = rng.uniform(-1, 1, (u.m, u.k)).astype(np.float32)
-    arrays = _random_format(fmt, u.n, u.k, rng)
-    w = dequantize(fmt, arrays["b"], u.k, arrays.get("b_scales"), arrays.get("b_zeros"))  # (N, K)
-    want = a.astype(np.float64) @ w.T.astype(np.float64)
-    bound = np.abs(a).astype(np.float64) @ np.abs(w.T).astype(np.float64)
+    a = rng.uniform(-1, 1, (u.batch, u.m, u.k)).astype(np.float32)
+    arrays = _random_format(fmt, u.batch * u.n, u.k, rng)
+    w = dequantize(fmt, arrays["b"], u.k, arrays.get("b_scales"), arrays.get("b_zeros"))  # (batch * N, K)
+    wt = w.reshape(u.batch, u.n, u.k).transpose(0, 2, 1).astype(np.float64)  # (batch, K, N)
+    want = a.astype(np.float64) @ wt
+    bound = np.abs(a).astype(np.float64) @ np.abs(wt)
     return u, a, arrays, want, bound
 
 
@@ -163,10 +165,10 @@ def test_interpreter_matches_numpy(text):
     _, _, impl, _ = synthesize_program(text, isa="avx2", threads=1)
     w = dequantize(fmt, arrays["b"], u.k, arrays.get("b_scales"), arrays.get("b_zeros"))
     logical = {"f16": np.float16, "e4m3": ml_dtypes.float8_e4m3fn}.get(fmt.name, np.float32)
-    b = w.T.astype(logical).reshape(1, u.k, u.n)
-    c = np.zeros((1, u.m, u.n), np.float32)
-    execute(impl, [a.reshape(1, u.m, u.k), b, c])
-    assert np.all(np.abs(c[0] - want) <= 1e-5 * bound + 1e-6)
+    b = w.reshape(u.batch, u.n, u.k).transpose(0, 2, 1).astype(logical)
+    c = np.zeros((u.batch, u.m, u.n), np.float32)
+    execute(impl, [a, b, c])
+    assert np.all(np.abs(c - want) <= 1e-5 * bound + 1e-6)
 
 
 # -- generated kernels against numpy ------------------------------------------------------------------
@@ -208,10 +210,10 @@ def _program(isa: str, tmp: Path) -> tuple[Path, list]:
             lines.append("  " + _c_array(ctype, f"b_{suffix}", arrays[f"b_{suffix}"]))
             extra.append(f"b_{suffix}")
         args, rargs = ", ".join(["a", "b", "c", *extra]), ", ".join(["a", "b", "r", *extra])
-        lines.append(f"  static float c[{u.m * u.n}], r[{u.m * u.n}];")
+        lines.append(f"  static float c[{want.size}], r[{want.size}];")
         lines.append(f"  q{i}::k{i}({args});")
         lines.append(f"  q{i}::k{i}_reference({rargs});")
-        lines.append(f'  for (int j = 0; j < {u.m * u.n}; ++j) std::printf("{i} %.9g %.9g\\n", c[j], r[j]);')
+        lines.append(f'  for (int j = 0; j < {want.size}; ++j) std::printf("{i} %.9g %.9g\\n", c[j], r[j]);')
         lines.append("  }")
     lines += ["  return 0;", "}"]
     src = tmp / "main.cpp"
@@ -274,6 +276,7 @@ def test_pyapi_takes_numpy_format_arrays(pyapi_cache_dir):
     for text, f in zip(PY_SPECS, kernels):
         u, a, arrays, want, bound = _case(text, 5)
         b = arrays["b"].reshape(u.n, -1)  # per column: its bytes (or values)
+        a = a[0]
         if u.dtypes[1].name == "f16":
             b = b.view(np.float16)
         terms = {name: arrays[name].reshape(u.n, -1) for name in ("b_scales", "b_zeros") if name in arrays}
