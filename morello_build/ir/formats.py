@@ -32,8 +32,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
 SCALE_DTYPES = {"f32": ("float", 4), "bf16": ("uint16_t", 2), "f16": ("uint16_t", 2)}
 BLOCK = 32  # ggml's QK8_0 and QK4_0
 
@@ -157,7 +155,9 @@ def is_format(dtype) -> bool:
 
 
 # -- numpy: the definitions ---------------------------------------------------------------------------------
-def _scales_f32(s: np.ndarray, dtype: str) -> np.ndarray:
+def _scales_f32(s, dtype: str):
+    import numpy as np
+
     if dtype == "f32":
         return np.asarray(s, np.float32)
     if dtype == "f16":
@@ -165,9 +165,11 @@ def _scales_f32(s: np.ndarray, dtype: str) -> np.ndarray:
     return (np.asarray(s, np.uint16).astype(np.uint32) << 16).view(np.float32)
 
 
-def dequantize(fmt: Format, data: np.ndarray, k: int, scales=None, zeros=None) -> np.ndarray:
+def dequantize(fmt: Format, data, k: int, scales=None, zeros=None):
     """The f32 values of columns stored in ``fmt``: ``data`` is B's array (any shape, C order, columns of K
-    values one after the other); returns (columns, K) f32."""
+    values one after the other); returns (columns, K) f32. (numpy: imported here, the generator needs none)"""
+    import numpy as np
+
     flat = np.ascontiguousarray(data).reshape(-1)
     if fmt.name == "f16":
         return flat.view(np.uint16).view(np.float16).astype(np.float32).reshape(-1, k)

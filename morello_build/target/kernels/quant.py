@@ -19,7 +19,8 @@ from morello_build.target.kernels.common import F32, KernelDef, columns_unit_str
 
 # Vector instructions that widen one vector of a format's values to f32, beyond its load, per helper set
 # (AVX2 has no f16 conversion without F16C: the bit manipulation of load_f16).
-_WIDEN_OPS = {"q8_0": 1, "i8": 1, "q4_0": 3, "i4": 5, "e4m3": 8, "f16": 8}
+# q4_0: a block's 16 bytes split and shifted once (7 instructions for 32 values), then 2 per vector.
+_WIDEN_OPS = {"q8_0": 1, "i8": 1, "q4_0": 4, "i4": 5, "e4m3": 8, "f16": 8}
 _WIDEN_OPS_NATIVE_F16 = {"f16": 1}  # AVX-512F and Highway's AVX2 (F16C) convert halves in one instruction
 _MAX_UNROLLED_CHUNKS = 16
 
@@ -44,6 +45,7 @@ def _applies(op, target):
         and k % op.b.dtype.group == 0  # whole groups (a k tile of one value is for scalar loads)
         and k % op.b.dtype.unit == 0
         and columns_unit_stride(op.b)
+        and _vector_regs(op, target) <= target.vector_regs
     )
 
 
@@ -58,7 +60,7 @@ def _cost(op, target):
     W = target.lanes
     groups = k // fmt.group if fmt.group > 1 else 1
     chunks = groups * ceil((k // groups) / W)
-    shifted = fmt.zero or fmt.name in ("q4_0", "i4")  # a zero point (or 8) subtracted from every chunk
+    shifted = fmt.zero or fmt.name == "i4"  # a zero point (or 8) subtracted from every chunk
     per_col = chunks * (_widen_ops(fmt, target) + shifted)
     per_col += (_chains(n, ceil((fmt.group if fmt.group > 1 else k) / W)) - 1) * groups  # the chains' adds
     scaled = fmt.group > 1
@@ -83,7 +85,8 @@ def _chains(n: int, chunks: int) -> int:
 def _vector_regs(op, target) -> int:
     fmt, (_, _, k, n) = op.b.dtype, op.iter_shape
     chunks = ceil((fmt.group if fmt.group > 1 else k) / target.lanes)
-    return n * (_chains(n, chunks) + 1) + 3
+    block = chunks if fmt.name == "q4_0" else 0  # a Q4_0 block's widened vectors
+    return n * (_chains(n, chunks) + 1 + block) + 3
 
 
 # -- emitter ---------------------------------------------------------------------------------------------
@@ -93,8 +96,8 @@ def _values(lw, fmt, bp: str, g: str, e0, cnt: int) -> str:
     v, G = lw.v, fmt.group
     if fmt.name == "q8_0":
         return f"{v}::load_i8(reinterpret_cast<const int8_t*>({bp} + {g} * 34 + {2 + e0}), {cnt})"
-    if fmt.name == "q4_0":
-        return f"{v}::load_q4({bp} + {g} * 18 + {2 + e0 % 16}, {4 * (e0 // 16)}, {cnt})"
+    if fmt.name == "q4_0":  # the block's vectors, widened once per group (_group_chunks)
+        return f"{bp}q[{e0 // lw.W}]"
     if fmt.name == "i8":
         return f"{v}::load_i8({bp} + {g} * {G} + {e0}, {cnt})"
     if fmt.name == "i4":
@@ -176,7 +179,7 @@ def _grouped(lw, fmt, accs, ap, bps, sps, zps, k, u) -> None:
         if fmt.zero:
             shifts.append(lw.fresh("zv"))
             lw.emit(f"const {vt} {shifts[-1]} = {v}::bcast(float({zps[j]}[{g}]));")
-        elif fmt.name in ("q4_0", "i4"):
+        elif fmt.name == "i4":
             shifts.append(f"{v}::bcast(8.0f)")
         else:
             shifts.append(None)
@@ -204,6 +207,9 @@ def _group_chunks(lw, fmt, parts, ap, bps, shifts, g: str, G: int) -> None:
                 x = f"{v}::sub({x}, {sh})"
             lw.emit(f"{col[part]} = {v}::fma({av}, {x}, {col[part]});")
 
+    if fmt.name == "q4_0":  # a block's 32 values widened at once (mv::q4_block), 8 already subtracted
+        for bp in bps:
+            lw.emit(f"{vt} {bp}q[{G // W}]; {v}::q4_block({bp} + {g} * 18 + 2, {bp}q);")
     full, tail = divmod(G, W)
     if full + bool(tail) <= _MAX_UNROLLED_CHUNKS or fmt.block:
         for c, e0 in enumerate(range(0, G, W)):
