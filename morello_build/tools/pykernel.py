@@ -159,9 +159,7 @@ class Kernel:
             raise TypeError(f"{what}: expected a float, got {type(x).__name__} (spec: {self.spec})")
         shape, want = p.shape, self._np_dtype[p.name]
         bits = " (or uint16 bits)" if _U16 in self._accepted[p.name] else ""
-        wanted = f"{shape} {want.name}{bits} C-contiguous" + (
-            " writeable" if write else ""
-        )
+        wanted = f"{shape} {want.name}{bits} C-contiguous" + (" writeable" if write else "")
         if not isinstance(x, np.ndarray):
             raise TypeError(f"{what}: expected a numpy array of shape {wanted}, got {type(x).__name__}")
         ok_dtype = x.dtype in self._accepted[p.name]
