@@ -242,7 +242,8 @@ def _compile(src: Path, extra=()) -> Path:
     return exe
 
 
-ISAS = ["scalar", "avx2", "avx512", "avx512_bf16"] + (["highway"] if HAVE_HWY else [])
+# avx512_bf16 adds nothing here: with f32 A its programs for these specs are avx512's (dot_quant uses no bf16).
+ISAS = ["scalar", "avx2", "avx512"] + (["highway"] if HAVE_HWY else [])
 
 
 @pytest.mark.skipif(not HAVE_CXX, reason="no C++ compiler")
