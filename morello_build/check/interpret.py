@@ -30,10 +30,12 @@ import itertools
 import ml_dtypes
 import numpy as np
 
+from morello_build.ir.formats import is_format
 from morello_build.ir.impl import Accum, Kernel, Loop, MoveImpl, PairAccum, Seq
 from morello_build.ir.spec import DType, Spec
 from morello_build.target.kernels import BY_NAME
 
+FORMAT_NP = {"f16": np.float16, "e4m3": ml_dtypes.float8_e4m3fn}
 NP_DTYPES = {DType.F32: np.dtype(np.float32), DType.BF16: np.dtype(ml_dtypes.bfloat16)}
 
 
@@ -42,6 +44,10 @@ class InterpretError(AssertionError):
 
 
 def np_dtype(dtype: DType) -> np.dtype:
+    """A weight format's logical array is its values: f16 and e4m3 as themselves, the quantized
+    formats dequantized to f32 (formats.dequantize; their storage is tested on its own)."""
+    if is_format(dtype):
+        return np.dtype(FORMAT_NP.get(dtype.name, np.float32))
     return NP_DTYPES[dtype]
 
 

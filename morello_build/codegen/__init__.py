@@ -25,6 +25,7 @@ from pathlib import Path
 from morello_build import __version__
 from morello_build.codegen.lower import CodegenError, lower
 from morello_build.ir.epilogue import TERMS
+from morello_build.ir.formats import is_format
 from morello_build.ir.grammar import UserSpec, format_spec
 from morello_build.ir.impl import Loop, format_tree, walk
 from morello_build.ir.layout import NAMED
@@ -126,9 +127,43 @@ class _Operand:
         return f"{'const ' if self.const else ''}{self.ctype}*{restrict} {self.name}"
 
     @property
+    def code(self) -> int:
+        """For the type-erased entry points (erased.hpp.j2): the element type (ERASED_CODES)."""
+        return ERASED_CODES[getattr(self.dtype, "value", self.dtype)]
+
+    @property
     def role(self) -> int:
         """For the type-erased entry points: 0 an input array, 1 the output, 2 a scalar."""
         return 2 if self.scalar else 0 if self.const else 1
+
+
+# The type-erased element codes: 0 float, 1 bf16 bits, 2 uint8_t bytes, 3 int8_t, 4 f16 bits.
+ERASED_CODES = {"f32": 0, "bf16": 1, "uint8_t": 2, "int8_t": 3, "f16": 4}
+
+
+def _format_operands(user: UserSpec) -> tuple[_Operand, ...]:
+    """B in a weight format (ir/formats.py): B's array of units, then its scale and zero-point arrays."""
+    fmt = user.dtypes[1]
+    b, k, n = user.batch, user.k, user.n
+    stored = fmt.storage_elems(b * k * n)
+    desc = f"{fmt.ctype}[{stored}], {fmt} weights: {b * n} columns of K = {k} values (ir/formats.py)"
+    out = [_Operand("b", fmt.ctype, desc, True, stored, "f16" if fmt.name == "f16" else fmt.ctype)]
+    groups = b * n * k // fmt.group
+    for suffix, ctype in fmt.extra_arrays():
+        what = f"{fmt.scales} scale" if suffix == "scales" else "zero point"
+        dt = fmt.scales if suffix == "scales" else ctype
+        out.append(
+            _Operand(
+                f"b_{suffix}",
+                ctype,
+                f"{ctype}[{groups}], the {what} of each group of {fmt.group}"
+                f" values along K (column-major: group g of column n at n * {k // fmt.group} + g)",
+                True,
+                groups,
+                dt,
+            )
+        )
+    return tuple(out)
 
 
 def _operand_desc(dt: DType, layout: str, shape: tuple[int, int, int], dims: tuple[str, ...]) -> str:
@@ -157,6 +192,16 @@ def _epilogue_operands(user: UserSpec) -> tuple[_Operand, ...]:
 
 
 def _operands(user: UserSpec) -> tuple[_Operand, ...]:
+    """The kernel's parameters in order: A, B, C, B's scale and zero-point arrays if its format has them
+    (ir/formats.py), then the epilogue's terms."""
+    if is_format(user.dtypes[1]):
+        a, _, c = _plain_operands(user)
+        b, *extra = _format_operands(user)
+        return (a, b, c, *extra) + _epilogue_operands(user)
+    return _plain_operands(user) + _epilogue_operands(user)
+
+
+def _plain_operands(user: UserSpec) -> tuple[_Operand, ...]:
     op = user.definition
     return tuple(
         _Operand(
@@ -165,7 +210,7 @@ def _operands(user: UserSpec) -> tuple[_Operand, ...]:
         for i, (name, dt, lay, shape) in enumerate(
             zip(op.operand_names, user.operand_dtypes(), user.operand_layouts(), user.operand_shapes())
         )
-    ) + _epilogue_operands(user)
+    )
 
 
 def _epilogue_context(user: UserSpec, index_c: str, rt: str) -> dict:
@@ -198,6 +243,16 @@ def _epilogue_context(user: UserSpec, index_c: str, rt: str) -> dict:
     return {"epilogue": e.describe(), "epilogue_formula": y, "epilogue_lines": lines, "epilogue_acts": acts}
 
 
+_WEIGHT_VALUES = {
+    "f16": "the IEEE half",
+    "e4m3": "the OCP FP8 E4M3FN value",
+    "q8_0": "ggml block_q8_0: d * q",
+    "q4_0": "ggml block_q4_0: d * (nibble - 8)",
+    "i8": "(q - zero point) * group scale",
+    "i4": "(nibble - zero point, or 8) * group scale",
+}
+
+
 def _reference_context(user: UserSpec, rt: str) -> dict:
     """What an op's reference loop (its header template) needs: each iteration dim's extent, and per
     operand its element's offset from the loop variables, its load widened to f32, and the store of an
@@ -209,10 +264,16 @@ def _reference_context(user: UserSpec, rt: str) -> dict:
     ):
         index[name] = NAMED[lay].c_offset(tuple(op.cxx_vars[j] for j in dims), shape)
         element = f"{name}[{index[name]}]"
+        if is_format(dt):
+            load[name] = dt.cxx_deq(rt, name, index[name])
+            continue
         bf16 = dt == DType.BF16
         load[name] = f"::{rt}::bf16_to_f32({element})" if bf16 else element
         store[name] = f"::{rt}::f32_to_bf16(acc)" if bf16 else "acc"
+    fmt = user.dtypes[1] if is_format(user.dtypes[1]) else None
     return {
+        "weight_format": fmt and fmt.value,
+        "weight_value": fmt and _WEIGHT_VALUES.get(fmt.name),
         "extent": dict(zip(op.iter_names, user.iter_shape)),
         "index": index,
         "load": load,

@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from math import ceil, prod
 
 from morello_build.ir.affine import Affine, Expr, expr_c, layout_offset, paren
+from morello_build.ir.formats import is_format
 from morello_build.ir.impl import Accum, Kernel, Loop, MoveImpl, PairAccum, Seq
 from morello_build.ir.layout import Layout
 from morello_build.ir.levels import Alloc
@@ -118,7 +119,23 @@ class Lowerer:
             return f"{b.root}[{i}]"
         return f"{b.root}[{expr_c(off)}]"
 
+    def unit_ptr(self, b: Binding, local) -> str:
+        """A weight format's pointer to the addressing unit (ggml block, i4 byte) holding an element."""
+        fmt = b.dtype
+        if fmt.unit == 1:
+            return self.ptr(b, local)
+        off = b.offset(local)
+        if isinstance(off, Affine) and off == Affine():
+            return b.root
+        return f"{b.root} + ({expr_c(off)}) / {fmt.unit} * {fmt.unit_size}"
+
+    def group_index(self, b: Binding, local) -> str:
+        """The index of an element's group in a weight format's scale (and zero-point) arrays."""
+        return f"({expr_c(b.offset(local))}) / {b.dtype.group}"
+
     def read_f32(self, b: Binding, local) -> str:
+        if is_format(b.dtype):
+            return b.dtype.cxx_deq(self.rt, b.root, expr_c(b.offset(local)))
         e = self.elem(b, local)
         return f"{self.rt}::bf16_to_f32({e})" if b.dtype == BF16 else e
 

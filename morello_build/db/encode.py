@@ -22,6 +22,7 @@ from functools import lru_cache
 from math import prod
 
 from morello_build.ir.epilogue import NO_EPILOGUE, Epilogue
+from morello_build.ir.formats import from_value
 from morello_build.ir.layout import Digit, Layout
 from morello_build.ir.spec import DType, Gate, Gated, Level, Matmul, Move, Pair, TensorSpec, Zero
 from morello_build.synth import actions
@@ -56,6 +57,11 @@ def coord_size(mode: str, c: int) -> int:
 # Key text: "kind|batch|modes|accum serial|operand|operand..." with each operand
 # "dtype/level/contig/vector size/alias/dim.div.mod;dim.div.mod..." (empty fields for None).
 @lru_cache(maxsize=4096)
+def _dtype(text: str):
+    """A key's dtype: a DType, or a weight Format (ir/formats.py: its value names its parameters)."""
+    return from_value(text) or DType(text)
+
+
 def _tensor_key(dtype: DType, layout: Layout, level: Level, contig: int, vs: int | None, alias: int) -> str:
     digits = ";".join(f"{d.dim}.{d.div}.{'' if d.mod is None else d.mod}" for d in layout.digits)
     return f"{dtype.value}/{int(level)}/{contig}/{'' if vs is None else vs}/{alias}/{digits}"
@@ -68,7 +74,7 @@ def _tensor_from(text: str, shape) -> TensorSpec:
         dim, div, mod = part.split(".")
         ds.append(Digit(int(dim), int(div), int(mod) if mod else None))
     return TensorSpec(
-        shape, DType(dtype), Layout(tuple(ds)), Level(int(level)), int(contig), int(vs) if vs else None, int(alias)
+        shape, _dtype(dtype), Layout(tuple(ds)), Level(int(level)), int(contig), int(vs) if vs else None, int(alias)
     )
 
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from morello_build.ir.dtypes import DType
 from morello_build.ir.epilogue import ACTIVATIONS, NO_EPILOGUE, Epilogue
+from morello_build.ir.formats import GROUPED, PLAIN, SCALE_DTYPES, grouped, is_format
 from morello_build.ir.layout import NAMED, col_major, row_major
 from morello_build.ir.ops import GATED, MATMUL
 from morello_build.ir.sizes import operand_bytes_problem, size_problem
@@ -20,8 +21,10 @@ class SpecError(ValueError):
 _LAYOUTS = {"row": row_major(), "col": col_major()}
 _DTYPES = {d.value: d for d in DType}
 _ACTS = "|".join(ACTIVATIONS)
+_FORMATS = (*PLAIN, *GROUPED)
 ACCEPTED = (
-    "matmul MxKxN [a=DTYPE[:LAYOUT]] [b=DTYPE[:LAYOUT]] [c=DTYPE[:LAYOUT]] [batch=B] "
+    "matmul MxKxN [a=DTYPE[:LAYOUT]] [b=DTYPE[:LAYOUT]|b=FORMAT:col [group=G|channel] [scales=f32|bf16|f16] [zero]] "
+    f"[c=DTYPE[:LAYOUT]] [batch=B] (FORMAT: {'|'.join(_FORMATS)}) "
     f"[scale] [colscale] [bias] [act={_ACTS}] [residual] [accum] [serial], or "
     f"gated MxKxN [a=..] [b=..] [c=..] [batch=B] [bias] [act={_ACTS}] [serial]"
 )
@@ -66,7 +69,7 @@ class UserSpec:
     def to_spec(self, limits: MemoryLimits | None = None) -> Spec:
         shapes = self.operand_shapes()
         ops = tuple(
-            TensorSpec(shape, dt, _LAYOUTS[lay], alias=alias_stride(shape[1 if lay == "col" else 2] * dt.bytes))
+            TensorSpec(shape, dt, _LAYOUTS[lay], alias=alias_stride(int(shape[1 if lay == "col" else 2] * dt.bytes)))
             for shape, dt, lay in zip(shapes, self.operand_dtypes(), self.operand_layouts())
         )
         if self.kind == "gated":
@@ -104,7 +107,7 @@ def parse_spec(text: str) -> UserSpec:
         raise _bad(tokens[1], "expected a shape MxKxN (three sizes separated by the letter x)")
     m, k, n = (_positive_int(tokens[1], d) for d in dims)
     dtypes, layouts = [DType.F32] * 3, ["row"] * 3
-    batch, accum, serial, seen, epi = 1, False, False, set(), {}
+    batch, accum, serial, seen, epi, fopts = 1, False, False, set(), {}, {}
     for tok in tokens[2:]:
         key = tok.split("=", 1)[0]
         if key in seen:
@@ -122,16 +125,22 @@ def parse_spec(text: str) -> UserSpec:
             epi["act"] = _activation(tok)
         elif key == "batch" and "=" in tok:
             batch = _positive_int(tok, tok.split("=", 1)[1])
+        elif key in _FORMAT_OPTIONS:
+            fopts[key] = tok
+        elif key == "b" and tok.split("=", 1)[1].partition(":")[0] in _FORMATS:
+            dtypes[1], layouts[1] = _format_token(tok), "col"
         elif key in ("a", "b", "c") and "=" in tok:
             i = "abc".index(key)
             dt, colon, lay = tok.split("=", 1)[1].partition(":")
             if dt not in _DTYPES:
-                raise _bad(tok, f"unknown dtype '{dt}' (accepted: {', '.join(_DTYPES)})")
+                more = f"; for b also the weight formats {', '.join(_FORMATS)}" if key == "b" else ""
+                raise _bad(tok, f"unknown dtype '{dt}' (accepted: {', '.join(_DTYPES)}{more})")
             if colon and lay not in _LAYOUTS:
                 raise _bad(tok, f"unknown layout '{lay}' (accepted: {', '.join(_LAYOUTS)})")
             dtypes[i], layouts[i] = _DTYPES[dt], lay if colon else "row"
         else:
             raise _bad(tok, "unknown option")
+    dtypes[1] = _weight_format(dtypes[1], fopts, k, kind)
     epilogue = Epilogue(**{"act": "gelu", **epi, "pair": True}) if kind == "gated" else Epilogue(**epi)
     if epilogue and accum:
         raise _bad("accum", "an epilogue overwrites C (pass the old C as the residual instead)")
@@ -150,11 +159,52 @@ def _activation(tok: str) -> str:
     return name
 
 
+_FORMAT_OPTIONS = ("group", "scales", "zero")
+
+
+def _format_token(tok: str) -> str:
+    """A b=FORMAT[:col] token's format name (its options come in their own tokens)."""
+    name, colon, lay = tok.split("=", 1)[1].partition(":")
+    if colon and lay != "col":
+        raise _bad(tok, f"{name} weights are stored as N columns of K values: write b={name}:col")
+    return name
+
+
+def _weight_format(b, fopts: dict, k: int, kind: str):
+    """B's dtype, or its Format (ir/formats.py) with the group, scales and zero options applied."""
+    if not isinstance(b, str):
+        if fopts:
+            raise _bad(next(iter(fopts.values())), "group=, scales= and zero go with b=i8 or b=i4")
+        return b
+    if kind != "matmul":
+        raise _bad(f"b={b}", "weight formats are accepted by matmul only")
+    if b in PLAIN:
+        if fopts:
+            raise _bad(next(iter(fopts.values())), f"{b} has no options (group=, scales= and zero are for i8, i4)")
+        fmt = PLAIN[b]
+    else:
+        if "group" not in fopts:
+            raise _bad(f"b={b}:col", f"{b} needs group=G (values along K per scale) or group=channel")
+        g = fopts["group"].split("=", 1)[1] if "=" in fopts["group"] else ""
+        group = k if g == "channel" else _positive_int(fopts["group"], g)
+        sc = fopts["scales"].split("=", 1)[1] if "scales" in fopts and "=" in fopts["scales"] else "f32"
+        if sc not in SCALE_DTYPES:
+            raise _bad(fopts["scales"], f"unknown scale dtype '{sc}' (accepted: {', '.join(SCALE_DTYPES)})")
+        if "zero" in fopts and fopts["zero"] != "zero":
+            raise _bad(fopts["zero"], "zero takes no value")
+        fmt = grouped(b, group, sc, "zero" in fopts)
+    if why := fmt.k_problem(k):
+        raise _bad(f"b={b}:col", why)
+    return fmt
+
+
 def format_spec(u: UserSpec) -> str:
     """The canonical spec string: defaults omitted, options in grammar order."""
     parts = [u.kind, f"{u.m}x{u.k}x{u.n}"]
     for name, dt, lay in zip("abc", u.dtypes, u.layouts):
-        if dt != DType.F32 or lay != "row":
+        if is_format(dt):
+            parts.append(f"b={dt.name}:col" + _format_options(dt, u.k))
+        elif dt != DType.F32 or lay != "row":
             parts.append(f"{name}={dt.value}" + (f":{lay}" if lay != "row" else ""))
     if u.batch != 1:
         parts.append(f"batch={u.batch}")
@@ -165,6 +215,13 @@ def format_spec(u: UserSpec) -> str:
     if u.serial:
         parts.append("serial")
     return " ".join(parts)
+
+
+def _format_options(fmt, k: int) -> str:
+    if fmt.scales is None:
+        return ""
+    group = "channel" if fmt.group == k else str(fmt.group)
+    return f" group={group} scales={fmt.scales}" + (" zero" if fmt.zero else "")
 
 
 assert set(_LAYOUTS) <= set(NAMED)

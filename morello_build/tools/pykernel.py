@@ -30,13 +30,28 @@ _SCALE = 0.75
 _COLSCALE_RANGE = (0.5, 1.5)
 
 
+def _numpy_dtypes(dtype: str, bf16) -> tuple:
+    """The numpy dtypes an array of the header's ``dtype`` may have (the first: what outputs get)."""
+    if dtype == "f32":
+        return (_F32,)
+    if dtype == "u8":
+        import ml_dtypes
+
+        return (np.dtype(np.uint8), np.dtype(ml_dtypes.float8_e4m3fn))
+    if dtype == "i8":
+        return (np.dtype(np.int8),)
+    if dtype == "f16":
+        return (np.dtype(np.float16), _U16)
+    return (bf16, _U16)
+
+
 @dataclass(frozen=True)
 class Param:
     """One kernel parameter, in the kernel's order: ``shape`` is the numpy shape as stored (None for a
     float passed by value); ``role`` 0 input array, 1 output array, 2 float by value."""
 
     name: str
-    dtype: str  # "f32" or "bf16"
+    dtype: str  # "f32", "bf16", or for weight formats' arrays "u8", "i8", "f16" (ir/formats.py)
     shape: tuple[int, ...] | None
     role: int
     term: bool  # after the output: an epilogue term, a keyword argument
@@ -81,6 +96,10 @@ def _params(info: dict) -> tuple[Param, ...]:
         shape = None
         if role != _SCALAR:
             shape = shapes.get(name) or (c_shape if name == "residual" else (elems,))
+            if name.startswith("b_") and "b" in shapes:  # a format's scales or zero points: per column
+                shape = shapes["b"][:-1] + (elems // int(np.prod(shapes["b"][:-1])),)
+            elif name == "b" and int(np.prod(shape)) != elems:  # a format's bytes: per column
+                shape = shape[:-1] + (elems // int(np.prod(shape[:-1])),)
             if int(np.prod(shape)) != elems:
                 shape = (elems,)
         out.append(Param(name, dtype, shape, role, after_output))
@@ -120,9 +139,9 @@ class Kernel:
         self.extension_path = Path(extension_path)
         self.supported: bool = bool(module.supported(index))
         bf16 = _bf16()
-        self._np_dtype = {p.name: _F32 if p.dtype == "f32" else bf16 for p in self.params}
-        # The numpy dtypes accepted for each array: bf16 also as uint16 holding the bits.
-        self._accepted = {p.name: (_F32,) if p.dtype == "f32" else (bf16, _U16) for p in self.params}
+        self._np_dtype = {p.name: _numpy_dtypes(p.dtype, bf16)[0] for p in self.params}
+        # The numpy dtypes accepted for each array: bf16 and f16 also as uint16 holding the bits.
+        self._accepted = {p.name: _numpy_dtypes(p.dtype, bf16) for p in self.params}
         self._inputs = tuple(p.name for p in operands if p.role == _INPUT)  # positional
         self._keywords = frozenset(self.terms) | set(self._inputs)
 
@@ -139,9 +158,8 @@ class Kernel:
                 return
             raise TypeError(f"{what}: expected a float, got {type(x).__name__} (spec: {self.spec})")
         shape, want = p.shape, self._np_dtype[p.name]
-        wanted = f"{shape} {want.name}{' (or uint16 bits)' if want != _F32 else ''} C-contiguous" + (
-            " writeable" if write else ""
-        )
+        bits = " (or uint16 bits)" if _U16 in self._accepted[p.name] else ""
+        wanted = f"{shape} {want.name}{bits} C-contiguous" + (" writeable" if write else "")
         if not isinstance(x, np.ndarray):
             raise TypeError(f"{what}: expected a numpy array of shape {wanted}, got {type(x).__name__}")
         ok_dtype = x.dtype in self._accepted[p.name]
@@ -238,6 +256,9 @@ class Kernel:
         return out
 
     def _uniform(self, rng: np.random.Generator, p: Param, lo: float, hi: float) -> np.ndarray:
+        d = self._np_dtype[p.name]
+        if d.kind in "iu":  # a weight format's bytes, or zero points: small values (no NaN scales)
+            return rng.integers(0, 16, p.shape).astype(d)
         x = rng.random(p.shape, dtype=np.float32)
         x *= np.float32(hi - lo)
         x += np.float32(lo)

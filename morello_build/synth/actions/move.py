@@ -6,6 +6,7 @@ from dataclasses import dataclass, replace
 from typing import ClassVar
 
 from morello_build.ir.epilogue import NO_EPILOGUE
+from morello_build.ir.formats import is_format
 from morello_build.ir.impl import MoveImpl, add_peak, max_peaks
 from morello_build.ir.layout import Digit, Layout, packed, row_major
 from morello_build.ir.spec import (
@@ -39,6 +40,11 @@ VIEW_EVICTS = Refusal(
 SCRATCH_TOO_BIG = Refusal("scratch-too-big", "a scratch block holds at most {} bytes, this one {}")
 EPILOGUE_NEEDS_REGISTERS = Refusal(
     "epilogue-needs-registers", "the epilogue is applied where the accumulators leave registers"
+)
+FORMAT_COPY = Refusal(
+    "format-copy",
+    "{} weights are dequantized in registers by the kernels that read them (or loaded one value at a time "
+    "into scalar registers): no copy of them",
 )
 SAME_COPY = Refusal("same-copy", "the copy would change nothing (same layout and dtype)")
 
@@ -85,6 +91,8 @@ class MoveOperand:
     def buffer_refusal(self, t: TensorSpec, buf: TensorSpec, target) -> Refusal | None:
         """Why this buffer is never worth it, whatever the limits (None: it may be)."""
         view = self.is_view(t, buf)
+        if is_format(t.dtype) and not view and buf.level != Level.RF:
+            return FORMAT_COPY(t.dtype.value)
         if buf.level == Level.L2 and not view:
             return L2_COPY
         if buf.level == Level.L2 and t.runs() > 1:

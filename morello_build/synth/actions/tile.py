@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+from morello_build.ir.formats import is_format
 from morello_build.ir.impl import Loop, Region, max_peaks
 from morello_build.ir.spec import Spec, canonicalize
 from morello_build.synth import cost as costmodel
@@ -29,6 +30,9 @@ ROUNDS_PARTIAL_SUMS = Refusal(
 )
 EPILOGUE_SPLIT = Refusal(
     "epilogue-split", "the epilogue needs the whole sum over k: move C to registers before splitting k"
+)
+CUTS_GROUP = Refusal(
+    "cuts-group", "a k tile of {} values would cut the {}-value groups of B's {} format (tile k by multiples of it)"
 )
 PARALLEL_SPLIT = Refusal("parallel-split", "a parallel loop over k would race on C")
 PEEL_TILES_K_ONLY = Refusal(
@@ -74,6 +78,8 @@ class Tile:
             return ROUNDS_PARTIAL_SUMS
         if splits and self.parallel:
             return PARALLEL_SPLIT
+        if splits and (why := _cuts_group(op, self.tile)):
+            return why
         peel = not op.accum and splits
         if peel and len(dims) > 1:
             return PEEL_TILES_K_ONLY
@@ -113,3 +119,16 @@ class Tile:
         _, par, dims = text.split(":")
         tile = tuple(f if d == "F" else int(d) for d, f in zip(dims.split(","), op.iter_shape))
         return cls(tile, parallel=par == "p")
+
+
+def _cuts_group(op, tile) -> Refusal | None:
+    """A k tile must hold whole groups (blocks) of a B weight format: main tiles are multiples of the group,
+    so the rest of k is too (k is one, formats.k_problem); or single values (scalar loads address any)."""
+    if tile[2] == 1:
+        return None
+    for t in op.operands:
+        if is_format(t.dtype) and t.dtype.group > 1 and tile[2] % t.dtype.group:
+            return CUTS_GROUP(tile[2], t.dtype.group, t.dtype.value)
+        if is_format(t.dtype) and tile[2] % t.dtype.unit:
+            return CUTS_GROUP(tile[2], t.dtype.unit, t.dtype.value)
+    return None

@@ -11,7 +11,7 @@ kernel is adding one record to a family and to ``CATALOG``.
 
 from __future__ import annotations
 
-from morello_build.target.kernels import dot, gate, moves, outer, zero
+from morello_build.target.kernels import dot, gate, moves, outer, quant, zero
 from morello_build.target.kernels.common import (
     KernelDef,
     columns_unit_stride,
@@ -30,6 +30,7 @@ CATALOG: tuple[KernelDef, ...] = (
     dot.DOT_F32_PAIR,
     dot.DOT_BF16_WIDEN_PAIR,
     dot.DOT_BF16_DP_PAIR,
+    quant.DOT_QUANT,
     moves.VLOAD,
     moves.VSTORE,
     moves.SCALAR_LOAD,

@@ -1,0 +1,239 @@
+"""Dot-product kernels over B in a weight format (ir/formats.py): C (1x1xn, scalar registers) += A (1xK,
+f32) · B (Kxn, each column's K values in the format), dequantized in registers.
+
+Each format's bytes become f32 lanes through one ISA helper (``mv::load_i8``, ``load_q4``, ``load_i4``,
+``load_f16``, ``load_e4m3``: templates/isa_*.hpp.j2). Formats with scales run group by group: a group's
+partial dot products accumulate unscaled (the zero point, or Q4_0's 8, subtracted from the lanes), then
+one FMA per column adds the partial sum times the group's scale into the column's accumulator. Formats
+without scales (f16, e4m3) are a plain dot product of the widened lanes.
+"""
+
+from __future__ import annotations
+
+from math import ceil
+
+from morello_build.ir.formats import is_format
+from morello_build.ir.spec import Level
+from morello_build.synth.cost import Features, lines_read, streams_read
+from morello_build.target.kernels.common import F32, KernelDef, columns_unit_stride
+
+# Vector instructions that widen one vector of a format's values to f32, beyond its load, per helper set
+# (AVX2 has no f16 conversion without F16C: the bit manipulation of load_f16).
+# q4_0: a block's 16 bytes split and shifted once (7 instructions for 32 values), then 2 per vector.
+_WIDEN_OPS = {"q8_0": 1, "i8": 1, "q4_0": 4, "i4": 5, "e4m3": 8, "f16": 8}
+_WIDEN_OPS_NATIVE_F16 = {"f16": 1}  # AVX-512F and Highway's AVX2 (F16C) convert halves in one instruction
+_MAX_UNROLLED_CHUNKS = 16
+
+
+def _applies(op, target):
+    if op.kind != "matmul":
+        return False
+    b, m, k, n = op.iter_shape
+    return (
+        b == 1
+        and m == 1
+        and n <= max(1, min(4, (target.vector_regs - 4) // 2))
+        and op.accum
+        and target.lanes >= 8
+        and op.c.level == Level.RF
+        and op.c.dtype == F32
+        and op.a.level.is_memory
+        and op.a.dtype == F32
+        and op.a.unit_stride(2)
+        and op.b.level.is_memory
+        and is_format(op.b.dtype)
+        and k % op.b.dtype.group == 0  # whole groups (a k tile of one value is for scalar loads)
+        and k % op.b.dtype.unit == 0
+        and columns_unit_stride(op.b)
+        and _vector_regs(op, target) <= target.vector_regs
+    )
+
+
+def _widen_ops(fmt, target) -> int:
+    if fmt.name == "f16" and (target.lanes == 16 or "highway" in target.features):
+        return _WIDEN_OPS_NATIVE_F16["f16"]
+    return _WIDEN_OPS[fmt.name]
+
+
+def _cost(op, target):
+    fmt, (_, _, k, n) = op.b.dtype, op.iter_shape
+    W = target.lanes
+    groups = k // fmt.group if fmt.group > 1 else 1
+    chunks = groups * ceil((k // groups) / W)
+    shifted = fmt.zero or fmt.name == "i4"  # a zero point (or 8) subtracted from every chunk
+    per_col = chunks * (_widen_ops(fmt, target) + shifted)
+    per_col += (_chains(n, ceil((fmt.group if fmt.group > 1 else k) / W)) - 1) * groups  # the chains' adds
+    scaled = fmt.group > 1
+    feats = Features.of(
+        vec_load=chunks * (n + 1),
+        vec_fma=chunks * n + (groups * n if scaled else 0),
+        vec_op=per_col * n + (groups * n * (1 + fmt.zero) if scaled else 0),
+        scalar_op=groups * n * (1 + fmt.zero) if scaled else 0,
+        hsum=n,
+        loop_iter=groups if groups > 1 else 0,
+    )
+    scale_lines = ceil(n * k * fmt.scale_bytes / 64) if op.b.level == Level.GL else 0
+    return feats + lines_read(op.a) + streams_read(op.b, n) + Features.of(gl_line=scale_lines)
+
+
+def _chains(n: int, chunks: int) -> int:
+    """Independent FMA chains per column (partial sums a group's chunks rotate over): enough to hide the
+    FMA latency with few columns, within the registers (n columns of chains plus an accumulator each)."""
+    return max(1, min(4, 8 // n, chunks))
+
+
+def _vector_regs(op, target) -> int:
+    fmt, (_, _, k, n) = op.b.dtype, op.iter_shape
+    chunks = ceil((fmt.group if fmt.group > 1 else k) / target.lanes)
+    block = chunks if fmt.name == "q4_0" else 0  # a Q4_0 block's widened vectors
+    return n * (_chains(n, chunks) + 1 + block) + 3
+
+
+# -- emitter ---------------------------------------------------------------------------------------------
+def _values(lw, fmt, bp: str, g: str, e0, cnt: int) -> str:
+    """The helper call widening values e0..e0+cnt-1 (e0: an int, or a C expression for i8, i4 and the
+    plain formats) of group ``g`` (a C expression) of the column at bp."""
+    v, G = lw.v, fmt.group
+    if fmt.name == "q8_0":
+        return f"{v}::load_i8(reinterpret_cast<const int8_t*>({bp} + {g} * 34 + {2 + e0}), {cnt})"
+    if fmt.name == "q4_0":  # the block's vectors, widened once per group (_group_chunks)
+        return f"{bp}q[{e0 // lw.W}]"
+    if fmt.name == "i8":
+        return f"{v}::load_i8({bp} + {g} * {G} + {e0}, {cnt})"
+    if fmt.name == "i4":
+        half = e0 // 2 if isinstance(e0, int) else f"({e0}) / 2"
+        return f"{v}::load_i4({bp} + {g} * {G // 2} + {half}, {cnt})"
+    return f"{v}::load_{fmt.name}({bp} + {e0}, {cnt})"
+
+
+def _scale(lw, fmt, bp: str, sp: str, g: str) -> str:
+    if fmt.block:
+        return f"{lw.rt}::block_scale({bp} + {g} * {fmt.unit_size})"
+    return f"{lw.rt}::scale_{fmt.scales}({sp}[{g}])"
+
+
+def _emit(lw, node, binds) -> None:
+    a, b, c = binds
+    op = node.spec.op
+    fmt, (_, _, k, n) = b.dtype, op.iter_shape
+    if c.level != Level.RF:
+        raise lw.error("dot_quant accumulates into scalar registers")
+    for j in range(n):
+        if k > 1 and lw.step(b, (0, 0, j), (0, 1, j)) != 1:
+            raise lw.error("dot_quant: a B column is not contiguous along K")
+    if k > 1 and lw.step(a, (0, 0, 0), (0, 0, 1)) != 1:
+        raise lw.error("dot_quant: A is not contiguous along K")
+    v = lw.v
+    lw.open("{")
+    lw.emit(f"// dot_quant: {n} column(s) of {fmt} weights, K = {k}")
+    ap = lw.fresh("ap")
+    lw.emit(f"const float* {ap} = {lw.ptr(a, (0, 0, 0))};")
+    bps, sps, zps = [], [], []
+    for j in range(n):
+        bps.append(lw.fresh("bp"))
+        lw.emit(f"const {fmt.ctype}* {bps[-1]} = {lw.unit_ptr(b, (0, 0, j))};")
+        for suffix, ctype, out in (("scales", fmt.scale_ctype, sps), ("zeros", fmt.zero_ctype, zps)):
+            if (suffix, ctype) in fmt.extra_arrays():
+                out.append(lw.fresh(suffix[0] + "p"))
+                lw.emit(f"const {ctype}* {out[-1]} = {b.root}_{suffix} + {lw.group_index(b, (0, 0, j))};")
+    G = fmt.group if fmt.group > 1 else k
+    u = _chains(n, ceil(G / lw.W))
+    if fmt.group == 1:  # f16, e4m3: one "group" of K values, no scale
+        parts = _zeroed(lw, [[lw.fresh("acc") for _ in range(u)] for _ in range(n)])
+        _group_chunks(lw, fmt, parts, ap, bps, [None] * n, "0", k)
+        accs = [_reduce(lw, col) for col in parts]
+    else:
+        accs = _zeroed(lw, [[lw.fresh("acc")] for _ in range(n)])
+        _grouped(lw, fmt, [col[0] for col in accs], ap, bps, sps, zps, k, u)
+        accs = [col[0] for col in accs]
+    for j, acc in enumerate(accs):
+        lw.emit(f"{lw.elem(c, (0, 0, j))} += {v}::hsum({acc});")
+    lw.close()
+
+
+def _zeroed(lw, names):
+    lw.emit(f"{lw.target.vtype} " + ", ".join(f"{x} = {lw.v}::zero()" for col in names for x in col) + ";")
+    return names
+
+
+def _reduce(lw, terms) -> str:
+    """The sum of a column's chains, pairwise in a fixed order (a C expression)."""
+    terms = list(terms)
+    while len(terms) > 1:
+        pairs = [(terms[i], terms[i + 1] if i + 1 < len(terms) else None) for i in range(0, len(terms), 2)]
+        terms = [f"{lw.v}::add({x}, {y})" if y else x for x, y in pairs]
+    return terms[0]
+
+
+def _grouped(lw, fmt, accs, ap, bps, sps, zps, k, u) -> None:
+    """Formats with scales: per group, unscaled partial sums over u chains, then acc += partial * scale."""
+    vt, v, G = lw.target.vtype, lw.v, fmt.group
+    groups = k // G
+    g = "0"
+    if groups > 1:
+        g = lw.fresh("g")
+        lw.open(f"for (ix {g} = 0; {g} < {groups}; ++{g}) {{")
+    parts = _zeroed(lw, [[lw.fresh("part") for _ in range(u)] for _ in accs])
+    shifts = []
+    for j in range(len(accs)):
+        if fmt.zero:
+            shifts.append(lw.fresh("zv"))
+            lw.emit(f"const {vt} {shifts[-1]} = {v}::bcast(float({zps[j]}[{g}]));")
+        elif fmt.name == "i4":
+            shifts.append(f"{v}::bcast(8.0f)")
+        else:
+            shifts.append(None)
+    _group_chunks(lw, fmt, parts, ap, bps, shifts, g, G)
+    for acc, col, bp, sp in zip(accs, parts, bps, sps or [None] * len(accs)):
+        lw.emit(f"{acc} = {v}::fma({_reduce(lw, col)}, {v}::bcast({_scale(lw, fmt, bp, sp, g)}), {acc});")
+    if groups > 1:
+        lw.close()
+
+
+def _group_chunks(lw, fmt, parts, ap, bps, shifts, g: str, G: int) -> None:
+    """parts[col][c % u] += A chunk c * widened B chunk c over the G values of group g: unrolled for short
+    groups (and always for ggml blocks), else a rolled loop of u chunks per trip, the rest unrolled."""
+    vt, v, W = lw.target.vtype, lw.v, lw.W
+    u = len(parts[0])
+    base = f"{g} * {G}" if g != "0" else ""
+
+    def chunk(e0, part: int, cnt: int):
+        av = lw.fresh("av")
+        aoff = " + ".join(x for x in (base, str(e0)) if x and x != "0") or "0"
+        lw.emit(f"const {vt} {av} = {v}::load_f32({ap} + {aoff}, {cnt});")
+        for col, bp, sh in zip(parts, bps, shifts):
+            x = _values(lw, fmt, bp, g, e0, cnt)
+            if sh is not None:
+                x = f"{v}::sub({x}, {sh})"
+            lw.emit(f"{col[part]} = {v}::fma({av}, {x}, {col[part]});")
+
+    if fmt.name == "q4_0":  # a block's 32 values widened at once (mv::q4_block), 8 already subtracted
+        for bp in bps:
+            lw.emit(f"{vt} {bp}q[{G // W}]; {v}::q4_block({bp} + {g} * 18 + 2, {bp}q);")
+    full, tail = divmod(G, W)
+    if full + bool(tail) <= _MAX_UNROLLED_CHUNKS or fmt.block:
+        for c, e0 in enumerate(range(0, G, W)):
+            chunk(e0, c % u, min(W, G - e0))
+        return
+    trips = full // u
+    ch = lw.fresh("ch")
+    lw.open(f"for (ix {ch} = 0; {ch} < {trips * u * W}; {ch} += {u * W}) {{")
+    for j in range(u):
+        chunk(f"{ch} + {j * W}" if j else ch, j, W)
+    lw.close()
+    for c in range(trips * u, full):
+        chunk(c * W, c % u, W)
+    if tail:
+        chunk(full * W, full % u, tail)
+
+
+DOT_QUANT = KernelDef(
+    name="dot_quant",
+    kind="matmul",
+    vector=True,
+    applies=_applies,
+    cost=_cost,
+    emit=_emit,
+    doc="n dot products of f32 A with B columns in a weight format (ir/formats.py), dequantized in registers",
+    vector_regs=_vector_regs,
+)
