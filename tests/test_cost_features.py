@@ -18,6 +18,8 @@ from morello_build.synth.actions import Tile, indexes_registers, loop_regions, t
 from morello_build.synth.cost import (
     FEATURES,
     Features,
+    copy_live_runs,
+    copy_thrashes,
     fma_steps,
     l2_evicts,
     l2_reuse_lines,
@@ -202,3 +204,23 @@ def test_explain_features_adds_lines_and_nothing_else(capsys):
     rich = capsys.readouterr().out.splitlines()[1:]
     assert [x for x in rich if not x.lstrip().startswith("features: ")] == plain
     assert any("features: " in x and "own cost" in x for x in rich)
+
+
+def test_a_transposing_copy_of_runs_in_one_l1_set_is_refused():
+    """bf16 N x K weights with K = 2048: the columns are 4 KiB apart, all in one L1 set, so a copy that
+    transposes 16 (or 8) of them side by side fetches every line again per element (4x2048x16384 on one
+    Zen 3 thread: 124 ms against 13.8 for M = 1). Four columns, columns 5 KiB apart (K = 2560) and a copy
+    that walks along the columns are fine."""
+    from morello_build.synth.actions.move import COPY_ALIASES, MoveOperand
+
+    def copy_b(text, layout):  # the refusal's code, if any (a whole-K panel may also need too much L1)
+        return getattr(MoveOperand(1, Level.L1, layout, DType.F32).plan(_spec(text), AVX2), "code", None)
+
+    for layout in (row_major(), packed(2, 8)):
+        assert copy_b("matmul 4x2048x16 b=bf16:col", layout) == COPY_ALIASES.code
+        assert copy_b("matmul 4x2560x16 b=bf16:col", layout) != COPY_ALIASES.code
+    assert copy_b("matmul 4x2048x4 b=bf16:col", row_major()) != COPY_ALIASES.code
+    b = _spec("matmul 4x2048x16 b=bf16:col").op.operands[1]
+    along = TensorSpec(b.shape, DType.F32, b.layout, Level.L1)
+    assert copy_live_runs(b, along) == 1 and not copy_thrashes(b, along, AVX2)
+    assert copy_live_runs(b, TensorSpec(b.shape, DType.F32, row_major(), Level.L1)) == 16

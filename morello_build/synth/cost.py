@@ -287,6 +287,29 @@ def view_footprint(t: TensorSpec, target) -> int:
     return max(t.bytes, runs_per_set(t, target.l1_bytes, target.l1_ways) * (target.l1_bytes // target.l1_ways))
 
 
+def copy_live_runs(src: TensorSpec, dst: TensorSpec) -> int:
+    """How many of its source's runs a packing copy reads side by side: its innermost loop walks the
+    destination's innermost digit (codegen's ``_digit_nest``), which crosses the source's runs when the copy
+    transposes, one element of each run per trip; 1 when it walks along them."""
+    inner = [(d, e) for d, e in zip(dst.layout.digits, dst.layout.extents(dst.shape)) if e > 1]
+    runs = [d for d, e in zip(src.layout.digits, src.layout.extents(src.shape)) if e > 1]
+    if not inner or not runs or inner[-1][0].dim == runs[-1].dim:
+        return 1
+    return inner[-1][1]
+
+
+def copy_thrashes(src: TensorSpec, dst: TensorSpec, target) -> bool:
+    """Whether a transposing copy evicts its own source lines: the runs it reads side by side stay in L1
+    only while they take at most half the ways of the sets they share (the destination buffer and the
+    other operands need the rest, as in l2_evicts), else each line is fetched again for every element.
+    A stride class says how many share one: 16 (or 8) columns of a bf16 N x K matrix with K = 2048 are
+    4 KiB apart, all in one set (Zen 3, 8 ways, one thread: 4x2048x16384 ran 124 ms, 9x the GEMV)."""
+    live = copy_live_runs(src, dst)
+    if not src.alias or live <= target.l1_ways // 2:
+        return False
+    return ceil(live / max(1, target.l1_bytes // target.l1_ways // src.alias)) > target.l1_ways // 2
+
+
 def l2_evicts(t: TensorSpec, target) -> bool:
     """A tile whose runs take more than half the ways of an L2 set (a stride class) does not stay in L2:
     the other operands need the rest."""

@@ -37,6 +37,9 @@ VIEW_ALIASES = Refusal(
 VIEW_EVICTS = Refusal(
     "view-evicts", "a cache view of its {} strided runs (more than the {} L1 ways) could evict itself; pack it"
 )
+COPY_ALIASES = Refusal(
+    "copy-aliases", "a transposing copy reading {} runs {} bytes apart side by side would evict its own lines"
+)
 SCRATCH_TOO_BIG = Refusal("scratch-too-big", "a scratch block holds at most {} bytes, this one {}")
 EPILOGUE_NEEDS_REGISTERS = Refusal(
     "epilogue-needs-registers", "the epilogue is applied where the accumulators leave registers"
@@ -103,6 +106,8 @@ class MoveOperand:
             if t.alias:
                 return VIEW_ALIASES(t.runs(), t.alias)
             return VIEW_EVICTS(t.runs(), target.l1_ways)
+        if not view and costmodel.copy_thrashes(t, buf, target):
+            return COPY_ALIASES(costmodel.copy_live_runs(t, buf), t.alias)
         if buf.level == Level.GL and buf.bytes > target.scratch_bytes:
             return SCRATCH_TOO_BIG(target.scratch_bytes, buf.bytes)
         if (
