@@ -32,6 +32,10 @@ def row(workload, imp, ms, threads, timing) -> dict:
     }
 
 
+# Formats timed without a read sweep of their own: the sweep of a format with about as many bytes per value.
+SWEEP_OF = {"i8ch": "q8_0"}
+
+
 def _fmt_ratio(x):
     return "" if x is None else f"{x:.2f}×"
 
@@ -57,20 +61,20 @@ def markdown(rows, meta) -> str:
         sweep = {(r["fmt"], r["threads"]): r["weight_bytes"] / r["t"] for r in ok if r["workload"] == wl and r["sweep"]}
         for r in sorted(
             (r for r in rows if r["workload"] == wl),
-            key=lambda r: (r["threads"], r["m"] or 0, ["bf16", "q8_0", "q4_0"].index(r["fmt"]), r["impl"]),
+            key=lambda r: (r["threads"], r["m"] or 0, ["bf16", "q8_0", "i8ch", "q4_0"].index(r["fmt"]), r["impl"]),
         ):
             if r["t"] is None:
                 out.append(f"| {r['impl']} | {r['m']} | {r['threads']} | – | | | | | {r['error']} |")
                 continue
             gbs = r["weight_bytes"] / r["t"] / 1e9
-            frac = sweep.get((r["fmt"], r["threads"]))
+            frac = sweep.get((SWEEP_OF.get(r["fmt"], r["fmt"]), r["threads"]))
             frac = "" if frac is None else f"{r['weight_bytes'] / r['t'] / frac:.2f}"
             same = [
                 x for x in ok
                 if x["workload"] == wl and x["m"] == r["m"] and x["threads"] == r["threads"] and r["m"] is not None
             ]  # fmt: skip
             peers = [x["t"] for x in same if x["fmt"] == r["fmt"] and not x["ours"] and not x["sweep"]]
-            bf16 = [x["t"] for x in same if x["ours"] and x["fmt"] == "bf16"]
+            bf16 = [x["t"] for x in same if x["impl"] == "ours bf16"]
             vs_peer = min(peers) / r["t"] if peers else None
             vs_bf16 = bf16[0] / r["t"] if bf16 else None
             t = f"{r['t'] * 1e6:.0f} ({r['t_q1'] * 1e6:.0f}–{r['t_q3'] * 1e6:.0f})"

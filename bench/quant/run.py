@@ -26,15 +26,20 @@ import report  # noqa: E402
 WORKLOADS = [("W5/2048x16384", 2048, 16384), ("W5/2560x10240", 2560, 10240)]
 MS = [1, 4]
 THREADS = [1, 2]
-# Our quantized kernels, by spec (a list to fill as the generator learns formats): each is skipped, with the
-# generator's message under "Notes", while the generator rejects it. Block formats get ggml's block bytes as the
-# weight operand b ("as stored", N rows of K/32 blocks); "i8" gets the same values as Q8_0: b int8 N x K and one
-# more input array, the scales (N x K/32, in that parameter's dtype). Edit the i8 spec to the grammar that lands.
+# Our quantized kernels (README "Weight formats"; issue 21's W5 list): (name, the values they compute with, spec).
+# A generator rejection is listed, with its message, under "Notes". The arguments come from one ggml weight copy
+# (our_args, by the kernel's parameter table): q8_0 / q4_0 get ggml's block bytes as they are; i8 / i4 with groups
+# of 32 and f16 scales the very values of the Q8_0 / Q4_0 blocks (so the same references and read sweeps);
+# per-channel i8 the Q8_0 q with one f32 scale per column (the first block's d: its own reference, "i8ch").
 OUR_QUANT_SPECS = [
-    ("q8_0", "matmul {m}x{k}x{n} a=f32 b=q8_0 c=f32"),
-    ("q4_0", "matmul {m}x{k}x{n} a=f32 b=q4_0 c=f32"),
-    ("i8", "matmul {m}x{k}x{n} a=f32 b=i8:col c=f32 group=32 scale=f16"),
+    ("q8_0", "q8_0", "matmul {m}x{k}x{n} a=f32 b=q8_0:col c=f32"),
+    ("i8 g32", "q8_0", "matmul {m}x{k}x{n} a=f32 b=i8:col group=32 scales=f16 c=f32"),
+    ("i8 channel", "i8ch", "matmul {m}x{k}x{n} a=f32 b=i8:col group=channel scales=f32 c=f32"),
+    ("q4_0", "q4_0", "matmul {m}x{k}x{n} a=f32 b=q4_0:col c=f32"),
+    ("i4 g32", "q4_0", "matmul {m}x{k}x{n} a=f32 b=i4:col group=32 scales=f16 c=f32"),
 ]
+# f16 weights: the bf16 copies' values (|v| in [2^-8, 1), 8-bit mantissas: exact in f16), so the bf16 reference.
+OUR_F16_SPEC = "matmul {m}x{k}x{n} a=f32 b=f16:col c=f32"
 
 
 def rotation_copies(nbytes: int, target_mib: int) -> int:
@@ -58,24 +63,32 @@ def bf16_values(u: np.ndarray) -> np.ndarray:
 _NP = {"f32": np.float32, "f16": np.float16, "i8": np.int8, "u8": np.uint8}
 
 
-def adapt_weights(kernel, w: formats.QWeights):
-    """(b, {extra input name: array}) for a generated quantized kernel from one weight copy, or None when its
-    parameters are not understood here (then the kernel is listed as skipped)."""
-    ins = [p for p in kernel.params if p.role == 0 and not p.term and p.name != "a"]
-    if not ins or ins[0].name != "b":
-        return None
-    b, extra = ins[0], ins[1:]
+def format_arrays(values: str, spec: str, w: formats.QWeights) -> dict:
+    """The arrays of our kernel's B (b, b_scales) holding one ggml weight copy's values (OUR_QUANT_SPECS)."""
     n, nb, _ = w.q.shape
-    if not extra:  # a block format: ggml's bytes
-        if int(np.prod(b.shape)) != w.raw.nbytes or b.dtype not in ("u8", "i8"):
+    if values in ("q8_0", "q4_0") and "b=q" in spec:  # ggml's blocks as they are
+        return {"b": w.raw}
+    if values == "i8ch":
+        return {"b": w.q.reshape(n, -1), "b_scales": w.d[:, :1].astype(np.float32)}
+    if "b=i4" in spec:  # (nibble - 8) * s: element 2j in the low nibble of byte j
+        u = (w.q.astype(np.int16) + 8).astype(np.uint8).reshape(n, -1)
+        return {"b": u[:, 0::2] | (u[:, 1::2] << 4), "b_scales": w.d}
+    return {"b": w.q.reshape(n, -1), "b_scales": w.d}
+
+
+def our_args(kernel, arrays: dict):
+    """(b, {other input: array}) for our kernel, by its parameter table (names, numpy shapes and dtypes), or None
+    when an array is missing or its size differs (then the kernel is listed as skipped)."""
+    out = {}
+    for p in kernel.params:
+        if p.role != 0 or p.name == "a" or (p.term and not p.name.startswith("b_")):  # B's arrays follow c
+            continue
+        x = arrays.get(p.name)
+        if x is None or x.size * x.itemsize != int(np.prod(p.shape)) * np.dtype(_NP[p.dtype]).itemsize:
             return None
-        return w.raw.view(_NP[b.dtype]).reshape(b.shape), {}
-    if len(extra) != 1 or b.dtype != "i8" or int(np.prod(b.shape)) != n * nb * formats.QK:
-        return None  # only "i8 with one scale array" so far
-    s = extra[0]
-    if int(np.prod(s.shape)) != n * nb or s.dtype not in ("f32", "f16"):
-        return None
-    return w.q.reshape(b.shape), {s.name: w.d.astype(_NP[s.dtype]).reshape(s.shape)}
+        out[p.name] = np.ascontiguousarray(x).astype(_NP[p.dtype], copy=False).reshape(p.shape)
+    b = out.pop("b", None)
+    return None if b is None else (b, out)
 
 
 class Workload:
@@ -114,6 +127,7 @@ class Workload:
         for mi, kern in enumerate(kernels):
             self._add(mi, peers.our_impl("ours bf16", "bf16", kern, self.xs[mi], self.bf16, False))
         self.sweeps["bf16"] = peers.sweep_impl(sweep, "bf16", [a.ctypes.data for a in self.bf16], nbytes)
+        self._ours_f16()
 
     def _quant(self, fmt, ggml, sweep):
         copies = self._copies(fmt)
@@ -132,25 +146,42 @@ class Workload:
         self.ort[fmt] = [c.ort for c in copies]
         self._ours_quant(fmt, copies)
 
-    def _ours_quant(self, fmt, copies):
+    def _compile(self, tmpl):
         from morello_build.tools import pyapi
 
-        for f, tmpl in OUR_QUANT_SPECS:
-            if f != fmt and not (f == "i8" and fmt == "q8_0"):
+        try:
+            return pyapi.compile_kernels([tmpl.format(m=m, k=self.k, n=self.n) for m in MS])
+        except Exception as e:  # the generator rejects the spec
+            spec = tmpl.format(m="M", k=self.k, n=self.n)
+            self.errors.append(f"ours `{spec}`: skipped ({str(e).splitlines()[0][:110]})")
+            return None
+
+    def _ours_quant(self, fmt, copies):
+        for name, values, tmpl in OUR_QUANT_SPECS:
+            if values != fmt and not (values == "i8ch" and fmt == "q8_0"):
                 continue
-            try:
-                kernels = pyapi.compile_kernels([tmpl.format(m=m, k=self.k, n=self.n) for m in MS])
-            except Exception as e:  # the generator rejects the spec (before the quantized formats land)
-                spec = tmpl.format(m="M", k=self.k, n=self.n)
-                self.errors.append(f"ours `{spec}`: skipped ({str(e).splitlines()[0][:110]})")
+            kernels = self._compile(tmpl)
+            if kernels is None:
+                continue
+            if values == "i8ch":
+                w = copies[0].weights()
+                self._refs(values, w.q.reshape(self.n, -1) * w.d[:, :1].astype(np.float32))
+            # one argument set per copy, shared by the M kernels (the same B parameters)
+            args = [our_args(kernels[0], format_arrays(values, kernels[0].spec, c.weights())) for c in copies]
+            if args[0] is None:
+                self.errors.append(f"ours {kernels[0].spec}: skipped (parameters {kernels[0].params} not adapted)")
                 continue
             for mi, kern in enumerate(kernels):
-                args = [adapt_weights(kern, c.weights()) for c in copies]
-                if args[0] is None:
-                    self.errors.append(f"ours {kern.spec}: skipped (parameters {kern.params} not adapted in run.py)")
-                    continue
                 int8_act = any(t in kern.spec for t in (" a=i8", " a=q8"))  # activations quantized in the kernel
-                self._add(mi, peers.our_impl(f"ours {f}", fmt, kern, self.xs[mi], args, int8_act))
+                self._add(mi, peers.our_impl(f"ours {name}", values, kern, self.xs[mi], args, int8_act))
+
+    def _ours_f16(self):
+        kernels = self._compile(OUR_F16_SPEC)
+        if kernels is None:
+            return
+        halves = [bf16_values(c).astype(np.float16) for c in self.bf16]
+        for mi, kern in enumerate(kernels):
+            self._add(mi, peers.our_impl("ours f16", "bf16", kern, self.xs[mi], halves, False))
 
     def ort_impls(self, threads):
         """ONNX Runtime sessions for one thread count (built per thread count: each prepacks its weights)."""

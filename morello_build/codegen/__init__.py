@@ -282,6 +282,23 @@ def _reference_context(user: UserSpec, rt: str) -> dict:
     }
 
 
+def _b_values(user: UserSpec, operands: tuple[_Operand, ...], rt: str) -> list[dict]:
+    """NAME_b_value's cases (erased.hpp.j2), per B operand (b; b1, b2): the arrays it reads (index in the
+    type-erased args, C type) and the f32 value of its element at offset ``off`` in its layout, dequantized
+    as the reference loop does (a test program's tolerance needs the values, not a format's bytes)."""
+    op = user.definition
+    at = {o.name: i for i, o in enumerate(operands)}
+    cases = []
+    for name, dt in zip(op.operand_names[1:-1], user.operand_dtypes()[1:-1]):
+        arrays = [(o.name, o.ctype, at[o.name]) for o in operands if o.name == name or o.name.startswith(name + "_")]
+        if is_format(dt):
+            value = dt.cxx_deq(rt, name, "off")
+        else:
+            value = f"::{rt}::bf16_to_f32({name}[off])" if dt == DType.BF16 else f"{name}[off]"
+        cases.append({"arrays": arrays, "value": value})
+    return cases
+
+
 def _parallel_tasks(impl) -> int | None:
     """Tasks of the program's parallel loop (None: no parallel loop)."""
     return next((sum(r.count for r in n.regions) for n in walk(impl) if isinstance(n, Loop) and n.parallel), None)
@@ -321,6 +338,7 @@ def header_context(user: UserSpec, *, name: str, namespace: str) -> dict:
         params=", ".join(o.param() for o in operands),
         restrict_params=", ".join(o.param(" __restrict") for o in operands),
         args=", ".join(names),
+        b_values=_b_values(user, operands, rt),
         **_reference_context(user, rt),
         cost_units="cost-model units, about cycles on one core",
         guard=guard,

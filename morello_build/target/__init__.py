@@ -145,11 +145,13 @@ CPUID_BITS = {
     "avx512vl": ("leaf7_ebx", 31, _ZMM),
     "avx512bf16": ("leaf7s1_eax", 5, _ZMM),
 }
-_AVX2_CPU = ("avx2", "fma")
+# F16C (half <-> float) is in every x86 CPU with AVX2 (Intel Haswell+, AMD Piledriver+): the avx2
+# target widens f16 weights with vcvtph2ps.
+_AVX2_CPU = ("avx2", "fma", "f16c")
 _AVX512_CPU = _AVX2_CPU + ("avx512f", "avx512bw", "avx512vl", "avx512dq")
 # Highway 1.0.3's HWY_TARGET_STR_AVX2 (sse4 + avx,avx2 + bmi,bmi2,fma + f16c), and what it checks at run time.
 _HWY_AVX2_ATTR = "sse2,ssse3,sse4.1,sse4.2,pclmul,aes,avx,avx2,bmi,bmi2,fma,f16c"
-_HWY_AVX2_CPU = _AVX2_CPU + ("bmi", "bmi2", "f16c", "aes", "pclmul", "sse4.2")
+_HWY_AVX2_CPU = _AVX2_CPU + ("bmi", "bmi2", "aes", "pclmul", "sse4.2")
 
 
 def _x86(

@@ -18,10 +18,10 @@ from morello_build.synth.cost import Features, lines_read, streams_read
 from morello_build.target.kernels.common import F32, KernelDef, columns_unit_stride
 
 # Vector instructions that widen one vector of a format's values to f32, beyond its load, per helper set
-# (AVX2 has no f16 conversion without F16C: the bit manipulation of load_f16).
+# (f16: 8 for the bit manipulation a target without F16C would need; every vector target here has F16C).
 # q4_0: a block's 16 bytes split and shifted once (7 instructions for 32 values), then 2 per vector.
 _WIDEN_OPS = {"q8_0": 1, "i8": 1, "q4_0": 4, "i4": 5, "e4m3": 8, "f16": 8}
-_WIDEN_OPS_NATIVE_F16 = {"f16": 1}  # AVX-512F and Highway's AVX2 (F16C) convert halves in one instruction
+_WIDEN_OPS_NATIVE_F16 = {"f16": 1}  # F16C's vcvtph2ps (AVX-512F's on zmm) converts halves in one instruction
 _MAX_UNROLLED_CHUNKS = 16
 
 
@@ -50,7 +50,7 @@ def _applies(op, target):
 
 
 def _widen_ops(fmt, target) -> int:
-    if fmt.name == "f16" and (target.lanes == 16 or "highway" in target.features):
+    if fmt.name == "f16" and target.has("f16c"):
         return _WIDEN_OPS_NATIVE_F16["f16"]
     return _WIDEN_OPS[fmt.name]
 
