@@ -23,7 +23,8 @@ _DTYPES = {d.value: d for d in DType}
 _ACTS = "|".join(ACTIVATIONS)
 _FORMATS = (*PLAIN, *GROUPED)
 ACCEPTED = (
-    "matmul MxKxN [a=DTYPE[:LAYOUT]] [b=DTYPE[:LAYOUT]|b=FORMAT:col [group=G|group=channel] [scales=f32|bf16|f16] [zero]] "
+    "matmul MxKxN [a=DTYPE[:LAYOUT]] "
+    "[b=DTYPE[:LAYOUT]|b=FORMAT:col [group=G|group=channel] [scales=f32|bf16|f16] [zero]] "
     f"[c=DTYPE[:LAYOUT]] [batch=B] (FORMAT: {'|'.join(_FORMATS)}) "
     f"[scale] [colscale] [bias] [act={_ACTS}] [residual] [accum] [serial], or "
     f"gated MxKxN [a=..] [b=..] [c=..] [batch=B] [bias] [act={_ACTS}] [serial]"
