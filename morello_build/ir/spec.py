@@ -124,15 +124,32 @@ def _canonical(t: TensorSpec) -> TensorSpec:
 _FACTS = ("kind", "iter_names", "operand_names", "outputs", "operand_iter_dims", "reduction_dims")
 
 
+def _hash_once(self) -> int:
+    """The dataclass's hash (of its fields' tuple), computed on first use: the memo and the search's
+    caches hash the same ops and specs many times."""
+    h = self.__dict__.get("_hash")
+    if h is None:
+        h = hash(tuple(getattr(self, name) for name in self._hash_fields))
+        object.__setattr__(self, "_hash", h)
+    return h
+
+
+def _hashed_once(cls):
+    """Class decorator (after @dataclass(frozen=True)): its hash is computed once per object."""
+    cls._hash_fields = tuple(f.name for f in fields(cls))
+    cls.__hash__ = _hash_once
+    return cls
+
+
 def _defined_by(definition):
     """Class decorator: the op class takes its facts from its OpDef (class attributes, so the search's
-    hot paths read them without a property call)."""
+    hot paths read them without a property call); its hash is computed once."""
 
     def decorate(cls):
         cls.definition = definition
         for name in _FACTS:
             setattr(cls, name, getattr(definition, name))
-        return cls
+        return _hashed_once(cls)
 
     return decorate
 
@@ -326,6 +343,7 @@ class MemoryLimits:
 assert tuple(f.name for f in fields(MemoryLimits)) == tuple(lv.name.lower() for lv in LIMITED_LEVELS)
 
 
+@_hashed_once
 @dataclass(frozen=True, order=True)
 class Spec:
     op: Op
@@ -362,8 +380,13 @@ _ROLES = {
 def canonicalize(spec: Spec) -> Spec:
     """Normal form for memoization (see _canonical), without the stride classes that change no decision,
     so that specs differing only there share memo entries."""
-    op = spec.op
-    return Spec(op.with_operands(tuple(map(_canonical_operand, op.operands, _ROLES[op.kind]))), spec.limits)
+    return Spec(canonical_op(spec.op), spec.limits)
+
+
+@lru_cache(maxsize=1 << 18)
+def canonical_op(op):
+    """The op part of ``canonicalize`` (it does not depend on the limits)."""
+    return op.with_operands(tuple(map(_canonical_operand, op.operands, _ROLES[op.kind])))
 
 
 @lru_cache(maxsize=1 << 18)

@@ -7,7 +7,7 @@ The kernel catalog (what each microkernel applies to, costs and emits) lives in 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from functools import cache
 from pathlib import Path
 
@@ -57,6 +57,11 @@ class Target:
             raise ValueError(f"{self.isa}: its run-time check misses features {self.features}")
         if unknown := set(self.cpu_features) - set(CPUID_BITS):
             raise ValueError(f"{self.isa}: no CPUID_BITS entry for {sorted(unknown)}")
+        # Hashed once: the search's caches (synth/actions) key on the target.
+        object.__setattr__(self, "_hash", hash(tuple(getattr(self, f.name) for f in fields(self))))
+
+    def __hash__(self) -> int:
+        return self._hash
 
     @property
     def name(self) -> str:

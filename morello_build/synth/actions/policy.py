@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from functools import lru_cache
 
 from morello_build.ir.layout import interleaved, packed, row_major
 from morello_build.ir.spec import DType, Level, Matmul, Spec
@@ -115,8 +116,17 @@ def _worth_b_panels(op, target) -> bool:
     )
 
 
-def enumerate_actions(spec: Spec, target):
-    op = spec.op
+def enumerate_actions(spec: Spec, target) -> tuple:
+    """The actions the search tries for ``spec``, in tie-break order (they depend on its op only)."""
+    return _offered(spec.op, target)
+
+
+@lru_cache(maxsize=1 << 12)  # the search meets each op under several limits, soon after
+def _offered(op, target) -> tuple:
+    return tuple(_actions(op, target))
+
+
+def _actions(op, target):
     for k in target.kernels():
         if k.kind == op.kind:
             yield Select(k.name)

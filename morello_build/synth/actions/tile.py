@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import ClassVar
 
 from morello_build.ir.formats import is_format
 from morello_build.ir.impl import Loop, Region, max_peaks
-from morello_build.ir.spec import Spec, canonicalize
+from morello_build.ir.spec import Spec, canonical_op
 from morello_build.synth import cost as costmodel
 from morello_build.synth.actions.plan import (
     Plan,
@@ -61,44 +62,12 @@ class Tile:
     TAG: ClassVar[str] = "T"
 
     def plan(self, spec: Spec, target) -> Plan | Refusal:
-        op, full = spec.op, spec.op.iter_shape
-        if len(self.tile) != len(full) or any(t < 1 or t > f for t, f in zip(self.tile, full)):
-            return BAD_TILE(self.tile, full)
-        dims = tuple(d for d, (t, f) in enumerate(zip(self.tile, full)) if t < f)
-        if not dims:
-            return NOTHING_TO_LOOP
-        if not respects_strips(op, self.tile):
-            return CUTS_STRIP
-        if self.parallel and op.serial:
-            return SERIAL
-        splits = any(d in op.reduction_dims for d in dims)
-        if splits and op.epilogue:
-            return EPILOGUE_SPLIT
-        if splits and rounds_partial_sums(op):
-            return ROUNDS_PARTIAL_SUMS
-        if splits and self.parallel:
-            return PARALLEL_SPLIT
-        if splits and (why := _cuts_group(op, self.tile)):
-            return why
-        peel = not op.accum and splits
-        if peel and len(dims) > 1:
-            return PEEL_TILES_K_ONLY
-        if peel and op.c.level.is_register:
-            return PEEL_IN_REGISTERS  # zeroing registers is free: peeling saves only the zeroing of C in memory
-        regions = list(loop_regions(full, self.tile, dims))
-        if self.parallel and sum(r[1] for r in regions) < 2:
-            return ONE_TILE
-        # Parallel loops only at the outermost loop level: one inside a serial loop would pay its
-        # setup every trip, so every loop makes its body serial (tile_op). A peeled loop's slices
-        # accumulate; the first one's program is derived from theirs (overwrite.py).
-        subspecs = tuple(canonicalize(Spec(tile_op(op, shape, accum=peel), spec.limits)) for _, _, shape in regions)
-
-        counts = tuple(r[1] for r in regions)
-        own = costmodel.loop_features(
-            op, subspecs, counts, dims, self.tile, self.parallel, indexes_registers(op, dims), target
-        )
-        weights = costmodel.loop_weights(counts, self.parallel, target.threads, tuple(r[2] for r in regions))
-        price = own.dot(target.costs)
+        loop_shape = _loop_shape(self, spec.op, target)
+        if isinstance(loop_shape, Refusal):
+            return loop_shape
+        dims, peel, regions = loop_shape.dims, loop_shape.peel, loop_shape.regions
+        weights, price, own = loop_shape.weights, loop_shape.price, loop_shape.own
+        subspecs = tuple(Spec(op, spec.limits) for op in loop_shape.body_ops)
 
         def build(bodies):
             regs = tuple(Region(rem, n, shape, b) for (rem, n, shape), b in zip(regions, bodies))
@@ -132,3 +101,60 @@ def _cuts_group(op, tile) -> Refusal | None:
         if is_format(t.dtype) and tile[2] % t.dtype.unit:
             return CUTS_GROUP(tile[2], t.dtype.unit, t.dtype.value)
     return None
+
+
+@dataclass(frozen=True)
+class _LoopShape:
+    """What a Tile makes of an op, whatever the limits: its regions, their canonical body ops, its own
+    features and weights (computed once per op and tile: the search plans each op under several limits)."""
+
+    dims: tuple[int, ...]
+    peel: bool
+    regions: tuple
+    body_ops: tuple
+    own: costmodel.Features
+    weights: tuple[float, ...]
+    price: float
+
+
+# Bounded: each entry keeps its body ops alive, and the search revisits an op soon after (memory).
+@lru_cache(maxsize=1 << 12)
+def _loop_shape(tile: Tile, op, target) -> _LoopShape | Refusal:
+    full = op.iter_shape
+    if len(tile.tile) != len(full) or any(t < 1 or t > f for t, f in zip(tile.tile, full)):
+        return BAD_TILE(tile.tile, full)
+    dims = tuple(d for d, (t, f) in enumerate(zip(tile.tile, full)) if t < f)
+    if not dims:
+        return NOTHING_TO_LOOP
+    if not respects_strips(op, tile.tile):
+        return CUTS_STRIP
+    if tile.parallel and op.serial:
+        return SERIAL
+    splits = any(d in op.reduction_dims for d in dims)
+    if splits and op.epilogue:
+        return EPILOGUE_SPLIT
+    if splits and rounds_partial_sums(op):
+        return ROUNDS_PARTIAL_SUMS
+    if splits and tile.parallel:
+        return PARALLEL_SPLIT
+    if splits and (why := _cuts_group(op, tile.tile)):
+        return why
+    peel = not op.accum and splits
+    if peel and len(dims) > 1:
+        return PEEL_TILES_K_ONLY
+    if peel and op.c.level.is_register:
+        return PEEL_IN_REGISTERS  # zeroing registers is free: peeling saves only the zeroing of C in memory
+    regions = tuple(loop_regions(full, tile.tile, dims))
+    if tile.parallel and sum(r[1] for r in regions) < 2:
+        return ONE_TILE
+    # Parallel loops only at the outermost loop level: one inside a serial loop would pay its
+    # setup every trip, so every loop makes its body serial (tile_op). A peeled loop's slices
+    # accumulate; the first one's program is derived from theirs (overwrite.py).
+    body_ops = tuple(canonical_op(tile_op(op, shape, accum=peel)) for _, _, shape in regions)
+    counts = tuple(r[1] for r in regions)
+    bodies = tuple(Spec(o) for o in body_ops)  # loop_features reads ops only, not limits
+    own = costmodel.loop_features(
+        op, bodies, counts, dims, tile.tile, tile.parallel, indexes_registers(op, dims), target
+    )
+    weights = costmodel.loop_weights(counts, tile.parallel, target.threads, tuple(r[2] for r in regions))
+    return _LoopShape(dims, peel, regions, body_ops, own, weights, own.dot(target.costs))
