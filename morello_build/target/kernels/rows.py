@@ -12,7 +12,7 @@ from __future__ import annotations
 from math import ceil
 
 from morello_build.ir.spec import Level
-from morello_build.synth.cost import Features, lines_read, streams_read
+from morello_build.synth.cost import Features, lines_read, runs_per_set, streams_read
 from morello_build.target.kernels.common import BF16, F32, KernelDef, columns_unit_stride
 
 MAX_ROWS = 8
@@ -31,6 +31,14 @@ def _accumulators(m: int, n: int, k: int, lanes: int) -> int:
 def _regs(op, target) -> int:
     _, m, k, n = op.iter_shape
     return m * n * _accumulators(m, n, k, target.lanes) + n + _TEMPS - 1
+
+
+def _sets_hold_rows(a, n: int, target) -> bool:
+    """The m rows of A and the n B columns are read side by side: rows of a stride class share an L1 set,
+    and with the B lines they must fit its ways, else each chunk evicts the next rows' lines (8 f32 rows
+    8 KiB apart beside a bf16 column, Zen 3's 8 ways: no faster than one row at a time)."""
+    per_set = runs_per_set(a, target.l1_bytes, target.l1_ways) if a.alias else a.runs()  # as view_evicts
+    return per_set + n <= target.l1_ways
 
 
 def _applies_for(b_dtype):
@@ -53,6 +61,7 @@ def _applies_for(b_dtype):
             and op.b.dtype == b_dtype
             and columns_unit_stride(op.b)
             and _regs(op, target) <= target.vector_regs
+            and _sets_hold_rows(op.a, n, target)
         )
 
     return applies
