@@ -4,14 +4,15 @@ needs of the target, what it costs and how it emits its C++.
 Kernels are generic over the vector width: the ISA helper templates (templates/isa_*.hpp.j2) give every
 vector ISA one vocabulary (``mv::fma``, ``mv::load_bf16`` ...), so an emitter is written once. Registers
 hold f32 only (bf16 is widened on the way in and rounded on the way out). One module per family:
-``outer`` (register-tile outer products), ``dot`` (dot-product loops), ``moves`` (loads, stores, packing
+``outer`` (register-tile outer products), ``dot`` (dot-product loops), ``rows`` (dot products of
+several rows of A sharing each B chunk), ``moves`` (loads, stores, packing
 copies; ``epilogue``: the terms a store applies), ``gate`` (the gated pair's store), ``zero``. Adding a
 kernel is adding one record to a family and to ``CATALOG``.
 """
 
 from __future__ import annotations
 
-from morello_build.target.kernels import dot, gate, moves, outer, quant, zero
+from morello_build.target.kernels import dot, gate, moves, outer, quant, rows, zero
 from morello_build.target.kernels.common import (
     KernelDef,
     columns_unit_stride,
@@ -30,6 +31,8 @@ CATALOG: tuple[KernelDef, ...] = (
     dot.DOT_F32_PAIR,
     dot.DOT_BF16_WIDEN_PAIR,
     dot.DOT_BF16_DP_PAIR,
+    rows.DOT_F32_ROWS,
+    rows.DOT_BF16_ROWS,
     quant.DOT_QUANT,
     moves.VLOAD,
     moves.VSTORE,

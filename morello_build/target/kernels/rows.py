@@ -1,0 +1,160 @@
+"""Multi-row dot kernels: C (1xmxn, scalar registers) += A (mxK, rows dense along K) · B (Kxn, columns
+dense along K), for small batches of tokens (decode with M = 2..8).
+
+The dot kernels (dot.py) read one row of A; a C tile of m rows would run them m times, loading (and
+widening, for bf16 B) each chunk of B once per row. These load and widen each B chunk ONCE per loop trip
+and FMA it into m accumulators, one per row of A (the ``_pair`` records' idea across rows of A instead of
+columns of B): per chunk n B loads (and widenings), m A loads, m·n FMAs; m·n horizontal sums at the end.
+"""
+
+from __future__ import annotations
+
+from math import ceil
+
+from morello_build.ir.spec import Level
+from morello_build.synth.cost import Features, lines_read, runs_per_set, streams_read
+from morello_build.target.kernels.common import BF16, F32, KernelDef, columns_unit_stride
+
+MAX_ROWS = 8
+_MAX_COLS = 4
+# Per B dtype: vector instructions widening one chunk of B (beyond its load), and temporaries beside the
+# accumulators (A vector, B vector(s)).
+_WIDEN = {F32: 0, BF16: 2}
+_TEMPS = 3
+
+
+def _accumulators(m: int, n: int, k: int, lanes: int) -> int:
+    """Accumulators per (row, column): enough independent FMA chains (8) to hide FMA latency."""
+    return max(1, min(4, 8 // (m * n), ceil(k / lanes)))
+
+
+def _regs(op, target) -> int:
+    _, m, k, n = op.iter_shape
+    return m * n * _accumulators(m, n, k, target.lanes) + n + _TEMPS - 1
+
+
+def _sets_hold_rows(a, n: int, target) -> bool:
+    """The m rows of A and the n B columns are read side by side: rows of a stride class share an L1 set,
+    and with the B lines they must fit its ways, else each chunk evicts the next rows' lines (8 f32 rows
+    8 KiB apart beside a bf16 column, Zen 3's 8 ways: no faster than one row at a time)."""
+    per_set = runs_per_set(a, target.l1_bytes, target.l1_ways) if a.alias else a.runs()  # as view_evicts
+    return per_set + n <= target.l1_ways
+
+
+def _applies_for(b_dtype):
+    def applies(op, target) -> bool:
+        if op.kind != "matmul":
+            return False
+        b, m, k, n = op.iter_shape
+        return (
+            b == 1
+            and 2 <= m <= MAX_ROWS
+            and n <= _MAX_COLS
+            and op.accum
+            and target.lanes >= 8
+            and op.c.level == Level.RF
+            and op.c.dtype == F32
+            and op.a.level.is_memory
+            and op.a.dtype == F32
+            and (k == 1 or op.a.tile((1, 1, k)).unit_stride(2))  # each row of A dense along K
+            and op.b.level.is_memory
+            and op.b.dtype == b_dtype
+            and columns_unit_stride(op.b)
+            and _regs(op, target) <= target.vector_regs
+            and _sets_hold_rows(op.a, n, target)
+        )
+
+    return applies
+
+
+def _cost(op, target):
+    _, m, k, n = op.iter_shape
+    steps = ceil(k / target.lanes)
+    widen = _WIDEN[op.b.dtype]
+    feats = Features.of(
+        vec_load=steps * (m + n),
+        vec_op=steps * n * widen + m * n * (_accumulators(m, n, k, target.lanes) - 1),
+        vec_fma=steps * m * n,
+        hsum=m * n,
+    )
+    return feats + lines_read(op.a) + streams_read(op.b, n)
+
+
+def _emit(lw, node, binds) -> None:
+    a, b, c = binds
+    _, m, k, n = node.spec.op.iter_shape
+    if c.level != Level.RF:
+        raise lw.error("dot rows kernels accumulate into scalar registers")
+    for j in range(n):
+        if k > 1 and lw.step(b, (0, 0, j), (0, 1, j)) != 1:
+            raise lw.error("dot rows kernel: a B column is not contiguous along K")
+    for i in range(m):
+        if k > 1 and lw.step(a, (0, i, 0), (0, i, 1)) != 1:
+            raise lw.error("dot rows kernel: a row of A is not contiguous along K")
+    vt, v, W = lw.target.vtype, lw.v, lw.W
+    u = _accumulators(m, n, k, W)
+    load = "load_f32" if b.dtype == F32 else "load_bf16"
+    lw.open("{")
+    lw.emit(f"// {node.name}: {m} row(s) x {n} column(s), K = {k}, {u} accumulator(s) each")
+    accs = [[[lw.fresh("acc") for _ in range(u)] for _ in range(n)] for _ in range(m)]
+    lw.emit(f"{vt} " + ", ".join(f"{x} = {v}::zero()" for r in accs for col in r for x in col) + ";")
+    aps = [lw.fresh("ap") for _ in range(m)]
+    for i, ap in enumerate(aps):
+        lw.emit(f"const float* {ap} = {lw.ptr(a, (0, i, 0))};")
+    bps = [lw.fresh("bp") for _ in range(n)]
+    for j, bp in enumerate(bps):
+        lw.emit(f"const {b.dtype.ctype}* {bp} = {lw.ptr(b, (0, 0, j))};")
+
+    def body(chunk: str, s: int, cnt: int = W):
+        off = f"{chunk} * {W}"
+        bvs = []
+        for bp in bps:  # each B chunk loaded (and widened) once for all m rows
+            bvs.append(lw.fresh("bv"))
+            lw.emit(f"const {vt} {bvs[-1]} = {v}::{load}({bp} + {off}, {cnt});")
+        for i, ap in enumerate(aps):
+            av = lw.fresh("av")
+            lw.emit(f"const {vt} {av} = {v}::load_f32({ap} + {off}, {cnt});")
+            for j, bv in enumerate(bvs):
+                acc = accs[i][j][s]
+                lw.emit(f"{acc} = {v}::fma({av}, {bv}, {acc});")
+
+    full, tail = divmod(k, W)
+    trips = full // u
+    if trips == 1:
+        for s in range(u):
+            body(str(s), s)
+    elif trips > 1:
+        ch = lw.fresh("ch")
+        lw.open(f"for (ix {ch} = 0; {ch} < {trips * u}; {ch} += {u}) {{")
+        for s in range(u):
+            body(f"({ch} + {s})" if s else ch, s)
+        lw.close()
+    for s in range(full - trips * u):
+        body(str(trips * u + s), s)
+    if tail:
+        body(str(full), 0, tail)
+    for i in range(m):
+        for j in range(n):
+            terms = list(accs[i][j])
+            while len(terms) > 1:  # pairwise, fixed order
+                pairs = [(terms[x], terms[x + 1] if x + 1 < len(terms) else None) for x in range(0, len(terms), 2)]
+                terms = [f"{v}::add({x}, {y})" if y else x for x, y in pairs]
+            lw.emit(f"{lw.elem(c, (0, i, j))} += {v}::hsum({terms[0]});")
+    lw.close()
+
+
+def _record(name: str, b_dtype, what: str) -> KernelDef:
+    return KernelDef(
+        name=name,
+        kind="matmul",
+        vector=True,
+        applies=_applies_for(b_dtype),
+        cost=_cost,
+        emit=_emit,
+        doc=f"m rows of f32 A (2..{MAX_ROWS}) times n {what} B columns: each B chunk loaded once for all rows",
+        vector_regs=_regs,
+    )
+
+
+DOT_F32_ROWS = _record("dot_f32_rows", F32, "f32")
+DOT_BF16_ROWS = _record("dot_bf16_rows", BF16, "bf16 (widened once per chunk)")

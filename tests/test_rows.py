@@ -1,0 +1,95 @@
+"""Multi-row dot kernels (target/kernels/rows.py): programs forced onto them through the scheduling API
+compute A·B (interpreted on every vector ISA, compiled and run in one extension on those this CPU runs),
+and the search picks them for a small batch of rows against B columns."""
+
+from __future__ import annotations
+
+import shutil
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from morello_build.check.interpret import interpret
+from morello_build.check.testing import cxx
+from morello_build.codegen import emit_header
+from morello_build.ir.grammar import parse_spec
+from morello_build.ir.impl import Kernel, walk
+from morello_build.synth import schedule as S
+from morello_build.target import get_target, runnable_isas
+
+# Awkward sizes: M = 2, 3, 5; N prime; K not a multiple of the vector width (and one below it).
+SPECS = [
+    ("matmul 2x37x13 a=f32 b=bf16:col c=f32", "dot_bf16_rows", 1),
+    ("matmul 3x45x7 a=f32 b=f32:col c=f32", "dot_f32_rows", 1),
+    ("matmul 5x21x11 a=f32 b=bf16:col c=f32", "dot_bf16_rows", 1),
+    ("matmul 3x5x5 a=f32 b=f32:col c=f32", "dot_f32_rows", 1),
+    ("matmul 4x70x6 a=f32 b=bf16:col c=f32", "dot_bf16_rows", 2),
+]
+VECTOR_ISAS = ("avx2", "highway", "avx512")
+
+
+def _forced(spec: str, kernel: str, cols: int, isa: str):
+    """Tiles of all M rows x ``cols`` columns of C in registers, each one call of ``kernel``."""
+    t = get_target(isa, threads=1)
+    m = parse_spec(spec).to_spec().op.iter_shape[1]
+
+    def in_registers(s):
+        return S.move(
+            s, "c", "RF", target=t, body=lambda s: S.to_accum(s, target=t, body=lambda s: S.select(s, kernel, t))
+        )
+
+    return S.tile_out(spec, (m, cols), target=t, body=in_registers), t
+
+
+def _inputs(spec: str, rng):
+    user = parse_spec(spec)
+    (_, m, k, n), bdt = user.to_spec().op.iter_shape, user.operand_dtypes()[1].value
+    a = rng.uniform(-1, 1, (1, m, k)).astype(np.float32)
+    b = rng.uniform(-1, 1, (1, k, n)).astype(np.float32)
+    if bdt == "bf16":
+        b = b.astype(ml_dtypes.bfloat16)
+    return a, b, a[0] @ b[0].astype(np.float32)
+
+
+def _kernels(impl):
+    return {n.name for n in walk(impl) if isinstance(n, Kernel)}
+
+
+@pytest.mark.parametrize("isa", VECTOR_ISAS)
+def test_forced_rows_programs_compute_the_product(isa):
+    rng = np.random.default_rng(5)
+    for spec, kernel, cols in SPECS:
+        impl, t = _forced(spec, kernel, cols, isa)
+        assert kernel in _kernels(impl)
+        a, b, want = _inputs(spec, rng)
+        got = interpret(impl, a, b)[0]
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+        emit_header(parse_spec(spec), impl, t)  # every ISA's emitter produces its C++
+
+
+@pytest.mark.skipif(shutil.which(cxx().split()[0]) is None, reason="no C++ compiler")
+def test_compiled_rows_kernels_match_numpy():
+    from morello_build.tools import pyapi
+
+    isas = [isa for isa in VECTOR_ISAS if isa in runnable_isas()]
+    jobs = [(spec, kernel, cols, isa) for isa in isas for spec, kernel, cols in SPECS]
+    programs = iter([(spec, *_forced(spec, kernel, cols, isa)) for spec, kernel, cols, isa in jobs])
+
+    def header(_spec, isa, name, namespace, **_):  # called in the order of the specs (normalized)
+        spec, impl, t = next(programs)
+        return emit_header(parse_spec(spec), impl, t, name=name, namespace=namespace)
+
+    by_isa = {isa: [spec for spec, _, _, i in jobs if i == isa] for isa in isas}
+    rng = np.random.default_rng(6)
+    for isa, specs in by_isa.items():
+        for spec, kern in zip(specs, pyapi.compile_kernels(specs, isa=isa, header_fn=header)):
+            a, b, want = _inputs(spec, rng)
+            got = np.asarray(kern(a[0], np.ascontiguousarray(b[0].T)))
+            np.testing.assert_allclose(got.reshape(want.shape), want, rtol=1e-5, atol=1e-5)
+
+
+def test_the_search_picks_rows_kernels_for_a_small_batch():
+    t = get_target("avx2", threads=1)
+    impl = S.synthesize("matmul 4x128x4 a=f32 b=bf16:col c=f32", t)
+    assert "dot_bf16_rows" in _kernels(impl)
