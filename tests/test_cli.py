@@ -90,7 +90,7 @@ def test_check_spec_prints_the_canonical_form():
     [
         (["check-spec", "matmul 4x4"], "'4x4'"),
         (["check-spec", "matmul 4x4x4 a=f32:"], "'a=f32:'"),
-        (["check-spec", "matmul 4x4x4 b=f16"], "unknown dtype 'f16'"),
+        (["check-spec", "matmul 4x4x4 b=f64"], "unknown dtype 'f64'"),
         (["synth", "matmul 0x4x4"], "'0x4x4'"),
         (["synth", "matmul 4x4x4", "--name", "2bad"], "--name '2bad'"),
         (["synth", "matmul 4x4x4", "--namespace", "a::b-c"], "--namespace 'b-c'"),
