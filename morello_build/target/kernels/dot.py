@@ -116,7 +116,7 @@ def _setup(lw, node, binds, kind: str):
     return outs, k, accs, ap, bps, u
 
 
-def _chunks(lw, full: int, u: int, body) -> None:
+def chunks(lw, full: int, u: int, body) -> None:
     """Call body(chunk expression, accumulator index) for chunks 0..full-1, u per loop trip."""
     trips = full // u
     if trips == 1:
@@ -170,7 +170,7 @@ def _f32_emit(lw, node, binds) -> None:
             acc = col[j]
             lw.emit(f"{acc} = {lw.v}::fma({av}, {lw.v}::load_f32({bp} + {off}, {cnt}), {acc});")
 
-    _chunks(lw, full, u, body)
+    chunks(lw, full, u, body)
     if tail:
         body(str(full), 0, tail)
     _finish(lw, outs, accs)
@@ -254,7 +254,7 @@ def _widen_emit(lw, node, binds) -> None:
         def body(chunk: str, j: int):
             emit_strip(f"{chunk} * {sstride}", f"{chunk} * {step}", od0, step, j)
 
-        _chunks(lw, full, u, body)
+        chunks(lw, full, u, body)
     if tail:
         ev, od = _strip_offsets(lw, a, full * step, tail)
         emit_strip(str(ev), str(full * step), od - ev, tail, 0)
@@ -300,7 +300,7 @@ def _dp_emit(lw, node, binds) -> None:
             acc = col[j]
             lw.emit(f"{acc} = {lw.v}::dp_bf16({acc}, {ap} + {off}, {bp} + {off}, {cnt});")
 
-    _chunks(lw, full, u, body)
+    chunks(lw, full, u, body)
     if tail:
         body(str(full), 0, tail)
     _finish(lw, outs, accs)

@@ -14,6 +14,7 @@ from math import ceil
 from morello_build.ir.spec import Level
 from morello_build.synth.cost import Features, lines_read, runs_per_set, streams_read
 from morello_build.target.kernels.common import BF16, F32, KernelDef, columns_unit_stride
+from morello_build.target.kernels.dot import chunks
 
 MAX_ROWS = 8
 _MAX_COLS = 4
@@ -119,18 +120,7 @@ def _emit(lw, node, binds) -> None:
                 lw.emit(f"{acc} = {v}::fma({av}, {bv}, {acc});")
 
     full, tail = divmod(k, W)
-    trips = full // u
-    if trips == 1:
-        for s in range(u):
-            body(str(s), s)
-    elif trips > 1:
-        ch = lw.fresh("ch")
-        lw.open(f"for (ix {ch} = 0; {ch} < {trips * u}; {ch} += {u}) {{")
-        for s in range(u):
-            body(f"({ch} + {s})" if s else ch, s)
-        lw.close()
-    for s in range(full - trips * u):
-        body(str(trips * u + s), s)
+    chunks(lw, full, u, body)
     if tail:
         body(str(full), 0, tail)
     for i in range(m):
