@@ -32,12 +32,14 @@ def _columns(op) -> int:
     return op.iter_shape[3] * len(_bs_cs(op)[0])
 
 
-def _dot_shape(op, target, max_cols: int) -> bool:
+def dot_shape(op, target, max_cols: int, rows: range = range(1, 2)) -> bool:
+    """The operands a dot kernel family reads and writes: ``rows`` rows of A (one, or a few for the rows
+    kernels), at most ``max_cols`` columns of B, in f32 registers of C, streamed from memory."""
     b, m, k, n = op.iter_shape
     bs, cs = _bs_cs(op)
     return (
         b == 1
-        and m == 1
+        and m in rows
         and _columns(op) <= max_cols
         and op.accum
         and target.lanes >= 8
@@ -144,7 +146,7 @@ def _finish(lw, outs, accs) -> None:
 # -- dot_f32 --------------------------------------------------------------------------------------------
 def _f32_applies(op, target):
     return (
-        _dot_shape(op, target, _max_dot_cols(target, 1))
+        dot_shape(op, target, _max_dot_cols(target, 1))
         and op.a.dtype == F32
         and _b_dtype(op) == F32
         and op.a.unit_stride(2)
@@ -191,7 +193,7 @@ DOT_F32 = KernelDef(
 # -- dot_bf16_widen -------------------------------------------------------------------------------------
 def _widen_applies(op, target):
     return (
-        _dot_shape(op, target, _max_dot_cols(target, 2))
+        dot_shape(op, target, _max_dot_cols(target, 2))
         and op.a.dtype == F32
         and _b_dtype(op) == BF16
         and interleaved_for(op.a, target.lanes)
@@ -276,7 +278,7 @@ DOT_BF16_WIDEN = KernelDef(
 # -- dot_bf16_dp ----------------------------------------------------------------------------------------
 def _dp_applies(op, target):
     return (
-        _dot_shape(op, target, _max_dot_cols(target, 1))
+        dot_shape(op, target, _max_dot_cols(target, 1))
         and op.a.dtype == BF16
         and _b_dtype(op) == BF16
         and op.a.unit_stride(2)

@@ -15,7 +15,8 @@ from math import ceil
 from morello_build.ir.formats import is_format
 from morello_build.ir.spec import Level
 from morello_build.synth.cost import Features, lines_read, streams_read
-from morello_build.target.kernels.common import F32, KernelDef, columns_unit_stride
+from morello_build.target.kernels.common import F32, KernelDef
+from morello_build.target.kernels.dot import dot_shape
 
 # Vector instructions that widen one vector of a format's values to f32, beyond its load, per helper set
 # (f16: 8 for the bit manipulation a target without F16C would need; every vector target here has F16C).
@@ -28,23 +29,14 @@ _MAX_UNROLLED_CHUNKS = 16
 def _applies(op, target):
     if op.kind != "matmul":
         return False
-    b, m, k, n = op.iter_shape
+    k = op.iter_shape[2]
     return (
-        b == 1
-        and m == 1
-        and n <= max(1, min(4, (target.vector_regs - 4) // 2))
-        and op.accum
-        and target.lanes >= 8
-        and op.c.level == Level.RF
-        and op.c.dtype == F32
-        and op.a.level.is_memory
+        dot_shape(op, target, max(1, min(4, (target.vector_regs - 4) // 2)))
         and op.a.dtype == F32
         and op.a.unit_stride(2)
-        and op.b.level.is_memory
         and is_format(op.b.dtype)
         and k % op.b.dtype.group == 0  # whole groups (a k tile of one value is for scalar loads)
         and k % op.b.dtype.unit == 0
-        and columns_unit_stride(op.b)
         and _vector_regs(op, target) <= target.vector_regs
     )
 

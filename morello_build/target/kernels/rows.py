@@ -13,8 +13,8 @@ from math import ceil
 
 from morello_build.ir.spec import Level
 from morello_build.synth.cost import Features, lines_read, runs_per_set, streams_read
-from morello_build.target.kernels.common import BF16, F32, KernelDef, columns_unit_stride
-from morello_build.target.kernels.dot import chunks
+from morello_build.target.kernels.common import BF16, F32, KernelDef
+from morello_build.target.kernels.dot import chunks, dot_shape
 
 MAX_ROWS = 8
 _MAX_COLS = 4
@@ -46,21 +46,12 @@ def _applies_for(b_dtype):
     def applies(op, target) -> bool:
         if op.kind != "matmul":
             return False
-        b, m, k, n = op.iter_shape
+        _, _, k, n = op.iter_shape
         return (
-            b == 1
-            and 2 <= m <= MAX_ROWS
-            and n <= _MAX_COLS
-            and op.accum
-            and target.lanes >= 8
-            and op.c.level == Level.RF
-            and op.c.dtype == F32
-            and op.a.level.is_memory
+            dot_shape(op, target, _MAX_COLS, rows=range(2, MAX_ROWS + 1))
             and op.a.dtype == F32
             and (k == 1 or op.a.tile((1, 1, k)).unit_stride(2))  # each row of A dense along K
-            and op.b.level.is_memory
             and op.b.dtype == b_dtype
-            and columns_unit_stride(op.b)
             and _regs(op, target) <= target.vector_regs
             and _sets_hold_rows(op.a, n, target)
         )
