@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from morello_build.check.interpret import interpret, reference
-from morello_build.check.testing import cxx
+from morello_build.check.testing import compile_program, cxx
 from morello_build.codegen import emit_header
 from morello_build.ir.epilogue import ACTIVATIONS
 from morello_build.ir.grammar import SpecError, format_spec, parse_spec
@@ -266,8 +266,8 @@ def test_compiled_kernels_match_numpy_on_every_runnable_isa(tmp_path):
     src = tmp_path / "driver.cpp"
     src.write_text(_DRIVER % {"includes": "\n".join(includes), "calls": "\n".join(calls)})
     exe = tmp_path / "driver"
-    cmd = [*cxx().split(), "-std=c++17", "-O1", "-Wall", "-Wextra", "-Werror", f"-I{tmp_path}", str(src), "-o"]
-    subprocess.run([*cmd, str(exe), "-pthread"], check=True, capture_output=True, text=True)
+    built = compile_program(src, exe, includes=(tmp_path,))
+    assert built.ok, built.output[-6000:]
     r = subprocess.run([str(exe), str(tmp_path)], capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
     for i, (user, arrays, extras, isa) in enumerate(jobs):

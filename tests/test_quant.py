@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from morello_build.check.interpret import execute
-from morello_build.check.testing import cxx
+from morello_build.check.testing import compile_program, cxx
 from morello_build.codegen import emit_header
 from morello_build.ir.formats import Q4_0, Q8_0, dequantize, grouped
 from morello_build.ir.grammar import SpecError, parse_spec
@@ -223,22 +223,8 @@ def _program(isa: str, tmp: Path) -> tuple[Path, list]:
 
 def _compile(src: Path, extra=(), opt="-O1") -> Path:
     exe = src.with_suffix("")
-    cmd = [
-        *cxx().split(),
-        "-std=c++17",
-        opt,
-        "-Wall",
-        "-Wextra",
-        "-Werror",
-        f"-I{src.parent}",
-        *extra,
-        str(src),
-        "-o",
-        str(exe),
-        "-pthread",
-    ]
-    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    assert r.returncode == 0, r.stdout[-6000:]
+    built = compile_program(src, exe, opt=opt, includes=(src.parent,), extra_flags=extra)
+    assert built.ok, built.output[-6000:]
     return exe
 
 

@@ -51,6 +51,21 @@ def check_headers(
     src = workdir / "check_main.cpp"
     src.write_text("\n".join(lines))
     exe = workdir / "check_main"
+    built = compile_program(src, exe, opt=opt, includes=(check_dir, workdir), extra_flags=extra_flags, timeout=timeout)
+    if not built.ok:
+        return built
+    run_env = dict(os.environ, **(env or {}))
+    r = subprocess.run(
+        [str(exe)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=run_env, timeout=timeout
+    )
+    return Checked(r.returncode == 0, r.stdout[-20000:])
+
+
+def compile_program(
+    src: Path, exe: Path, *, opt: str = "-O1", includes=(), extra_flags=(), timeout: float = 600
+) -> Checked:
+    """Compile one test program warning-free (-Wall -Wextra -Werror, C++17, -pthread): the flags every
+    generated header must pass."""
     cmd = [
         *cxx().split(),
         "-std=c++17",
@@ -58,8 +73,7 @@ def check_headers(
         "-Wall",
         "-Wextra",
         "-Werror",
-        f"-I{check_dir}",
-        f"-I{workdir}",
+        *(f"-I{d}" for d in includes),
         *extra_flags,
         str(src),
         "-o",
@@ -69,8 +83,4 @@ def check_headers(
     r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout)
     if r.returncode:
         return Checked(False, f"compile failed: {' '.join(cmd)}\n{r.stdout[-20000:]}")
-    run_env = dict(os.environ, **(env or {}))
-    r = subprocess.run(
-        [str(exe)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=run_env, timeout=timeout
-    )
-    return Checked(r.returncode == 0, r.stdout[-20000:])
+    return Checked(True, r.stdout)
