@@ -160,3 +160,19 @@ def test_python_api_passes_tune_and_checks_it():
     assert seen == [3, 0]
     with pytest.raises(UserError, match="--tune '-2' is not a number of candidates"):
         _headers_from(header_fn, [SPEC], "avx2", None, None, ["k"], ["ns"], tune=-2)
+
+
+def test_db_stats_and_verify_cover_the_tuned_choices(db):
+    from morello_build import db as dbmod
+    from morello_build.target import get_target
+
+    target = get_target("avx2", threads=1)
+    assert "tuned choices:     none" in dbmod.stats(str(db), target)
+    _header(db, 3, FakeTimer(fastest=1))
+    assert "tuned choices:     1 (measured by --tune on 1 host CPU(s)" in dbmod.stats(str(db), target)
+    ok, report = dbmod.verify(str(db), target, sample=1)
+    assert ok and "1 of 1 tuned choices replay" in report
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE tuned SET cost = cost * 2")  # a damaged entry
+    ok, report = dbmod.verify(str(db), target, sample=1)
+    assert not ok and f"MISMATCH tuned choice for '{SPEC}'" in report

@@ -170,6 +170,7 @@ def _stats(conn, path, target) -> str:
         lines.append(f"    top-level spec: {spec}")
     else:
         lines.append("  last run: none recorded for this namespace")
+    lines.append(_tuned_line(tuned.entries(conn, ids)))
     total = conn.execute("SELECT count(*) FROM rects").fetchone()[0]
     if total > rects:
         others = conn.execute("SELECT count(*) FROM ns WHERE id IS NOT ? AND id IS NOT ?", ids).fetchone()[0]
@@ -178,6 +179,34 @@ def _stats(conn, path, target) -> str:
             f"{total - rects:,} rectangles"
         )
     return "\n".join(lines)
+
+
+def _tuned_line(entries) -> str:
+    if not entries:
+        return "  tuned choices:     none (`synth --tune K` stores them)"
+    hosts = sorted({host for _, host, _ in entries})
+    return f"  tuned choices:     {len(entries):,} (measured by --tune on {len(hosts)} host CPU(s): {', '.join(hosts)})"
+
+
+def _check_tuned(target, entries) -> list[str]:
+    """The stored --tune choices whose pinned decisions no longer replay to their stored model cost: within
+    one namespace (same code) they must, so a mismatch is a damaged entry."""
+    from morello_build.ir.grammar import parse_spec
+    from morello_build.synth.candidates import replay
+    from morello_build.synth.search import Search
+
+    bad = []
+    for spec_text, host, entry in entries:
+        try:
+            user = parse_spec(spec_text)
+            impl = replay(user.to_spec(target.limits()), entry.path, Search(target))
+        except Exception as e:  # a corrupt entry may fail anywhere in parsing or replay: report it, go on
+            impl, why = None, f"does not replay ({type(e).__name__})"
+        else:
+            why = "does not replay" if impl is None else f"replays to cost {impl.cost:,.1f}"
+        if impl is None or abs(impl.cost - entry.cost) > 1e-9 * max(1.0, abs(entry.cost)):
+            bad.append(f"tuned choice for '{spec_text}' on {host}: {why}, stored {entry.cost:,.1f}")
+    return bad
 
 
 def verify(path, target, sample: int = 20, seed: int = 0) -> tuple[bool, str]:
@@ -201,9 +230,12 @@ def verify(path, target, sample: int = 20, seed: int = 0) -> tuple[bool, str]:
                 ids,
             ).fetchall(),
         )
+        tuned_entries = _wrapped(path, lambda: tuned.entries(conn, ids))
     finally:
         conn.close()
-    if not rows:
+    bad_tuned = _check_tuned(target, tuned_entries)
+    tuned_line = f"; {len(tuned_entries) - len(bad_tuned)} of {len(tuned_entries)} tuned choices replay"
+    if not rows and not tuned_entries:
         return True, (
             f"synthesis DB {path}: integrity ok; no entries for target {target.isa} ({target.threads} threads) "
             "with this morello-build version and code (other namespaces are not used; see `db stats`)"
@@ -218,8 +250,9 @@ def verify(path, target, sample: int = 20, seed: int = 0) -> tuple[bool, str]:
             bad.append(f"rectangle {row[0]} at {spec.describe()} {spec.limits.as_tuple()}: {why}")
     lines = [
         f"synthesis DB {path}: integrity ok; {len(picked)} of {len(rows):,} rectangles re-derived, "
-        f"{len(picked) - len(bad)} agree with fresh synthesis"
+        f"{len(picked) - len(bad)} agree with fresh synthesis" + (tuned_line if tuned_entries else "")
     ]
+    bad += bad_tuned
     lines += [f"  MISMATCH {b}" for b in bad]
     return not bad, "\n".join(lines)
 

@@ -54,6 +54,19 @@ def lookup(db_path, target, spec: str, host: str) -> TunedEntry | None:
     return TunedEntry(row[0], tuple(tuple(step) for step in json.loads(row[1])), row[2], json.loads(row[3]))
 
 
+def entries(conn, ns_ids) -> list[tuple[str, str, TunedEntry]]:
+    """(spec, host, entry) of every choice stored for namespaces ``ns_ids``; none where there is no table."""
+    if not conn.execute("SELECT 1 FROM sqlite_master WHERE name='tuned'").fetchone():
+        return []
+    rows = conn.execute(
+        "SELECT spec, host, k, path, cost, timings FROM tuned WHERE ns IN (?, ?) ORDER BY spec, host", ns_ids
+    )
+    return [
+        (spec, host, TunedEntry(k, tuple(tuple(step) for step in json.loads(path)), cost, json.loads(timings)))
+        for spec, host, k, path, cost, timings in rows
+    ]
+
+
 def forget(conn, namespaces_sql: str, args) -> None:
     """Delete the entries of the namespaces ``namespaces_sql`` selects (``db prune``); no table, nothing."""
     if conn.execute("SELECT 1 FROM sqlite_master WHERE name='tuned'").fetchone():
