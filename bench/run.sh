@@ -87,5 +87,8 @@ args=("${mode[@]}" --benchmark_min_time="$min_time" --benchmark_repetitions="$re
 # this command only.
 env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "$BUILD_DIR/morello_bench" "${args[@]}" "${extra[@]}" \
   | tee "$RESULTS_DIR/bench.txt"
-"$PYTHON" "$here/report.py" "$RESULTS_DIR/bench.json" -o "$RESULTS_DIR"
+calibration=()
+# a calibrate profile file holds the host's DRAM read bandwidth: the report's third W1 roofline
+[[ -f "$profile" ]] && grep -q '"dram_line"' "$profile" && calibration=(--calibration "$profile")
+"$PYTHON" "$here/report.py" "$RESULTS_DIR/bench.json" -o "$RESULTS_DIR" "${calibration[@]}"
 echo "run.sh: results in $RESULTS_DIR (results.md, bench.json, *.png)"
