@@ -30,23 +30,27 @@ def specs() -> list[tuple[str, str]]:
     for m in re.finditer(r'"(\w+)\|(matmul [^|"]+)\|\d"', (ROOT / "bench/CMakeLists.txt").read_text()):
         out.append((m.group(1), m.group(2)))
     for cm in sorted((ROOT / "examples").glob("*/CMakeLists.txt")):
-        for m in re.finditer(r'SPEC\s+"([^"]+)"', cm.read_text()):
-            out.append((f"example_{cm.parent.name}", m.group(1)))
+        text = cm.read_text()
+        for m in re.finditer(r'morello_add_kernel\((\w+)\s+SPEC\s+"([^"]+)"', text):
+            out.append((f"example_{cm.parent.name}_{m.group(1)}", _expand(m.group(2), text)))
     return out
 
 
+def _expand(spec: str, cmake_text: str) -> str:
+    """``spec`` with the ``${VAR}`` of the file's ``set(VAR "...")`` substituted (the layer's weight options)."""
+    variables = dict(re.findall(r'set\((\w+)\s+"([^"]*)"\)', cmake_text))
+    return re.sub(r"\$\{(\w+)\}", lambda v: variables[v.group(1)], spec)
+
+
 def _volume(spec: str) -> int:
-    m, k, n = map(int, spec.split()[1].split("x"))
+    m, k, n = map(int, spec.split()[1].split("x")[:3])
     return m * k * n
 
 
 def write(out: Path, isas, pattern: str | None) -> None:
+    from morello_build.ir.impl import format_tree
     from morello_build.tools import api
 
-    try:
-        from morello_build.ir.impl import format_tree
-    except ImportError:  # after the package moved into ir/
-        from morello_build.ir.impl import format_tree
     # Goldens never depend on the host: the built-in cost profile (target/profiles.py), whatever this CPU is.
     os.environ["MORELLO_PROFILE"] = "builtin"
     for isa in isas:
