@@ -19,7 +19,7 @@ import pytest
 from morello_build.check.interpret import execute
 from morello_build.check.testing import compile_program, cxx
 from morello_build.codegen import emit_header
-from morello_build.ir.formats import Q4_0, Q8_0, dequantize, grouped
+from morello_build.ir.formats import GEMMA_I8, Q4_0, Q8_0, dequantize, grouped
 from morello_build.ir.grammar import SpecError, parse_spec
 from morello_build.ir.levels import Level
 from morello_build.synth.search import synthesize
@@ -48,6 +48,8 @@ SPECS = [
     "matmul 1x202x2 b=i4:col group=channel scales=f16 zero",
     "matmul 1x203x2 b=f16:col",
     "matmul 2x64x3 b=q8_0 batch=2",
+    "matmul 1x256x5 b=gemma_i8",
+    "matmul 2x128x1 b=gemma_i8",
 ]
 
 
@@ -106,6 +108,21 @@ def test_q4_0_known_answer():
     np.testing.assert_array_equal(got[0], want)
 
 
+def _bf16_bits(x: float) -> bytes:
+    return struct.pack("<f", x)[2:]  # exact for the values used here
+
+
+def test_gemma_i8_known_answer():
+    # gemma.cpp I8Stream (compression/int-inl.h): per group of 128, bf16 inv_scale, bf16 zeropoint, then
+    # int8 q[128]; value = inv_scale * q + (-zeropoint * inv_scale) (IntCodec::DequantizeGroup).
+    qs = [(j % 64) - 32 for j in range(128)]
+    group = _bf16_bits(0.25) + _bf16_bits(-3.0) + bytes(q & 0xFF for q in qs)
+    assert len(group) == 132
+    got = dequantize(GEMMA_I8, np.frombuffer(group * 2, np.uint8), 256)
+    want = (np.array(qs, np.float32) + 3) * 0.25
+    np.testing.assert_array_equal(got[0], np.concatenate([want, want]))
+
+
 def test_i4_nibble_order_and_zero_point():
     fmt = grouped("i4", 4, "f32", True)
     data = np.array([0x21, 0x43, 0xF0, 0x0F], np.uint8)  # column values 1,2,3,4 then 0,15,15,0
@@ -121,6 +138,11 @@ def _random_format(fmt, cols: int, k: int, rng) -> dict:
         return {"b": rng.uniform(-1, 1, cols * k).astype(np.float16).view(np.uint16)}
     if fmt.name == "e4m3":
         return {"b": rng.uniform(-2, 2, cols * k).astype(ml_dtypes.float8_e4m3fn).view(np.uint8)}
+    if fmt.name == "gemma_i8":  # as IntCodec::QuantizeGroup leaves them: integral zero points, small scales
+        inv = rng.uniform(0.002, 0.02, (groups, 1)).astype(ml_dtypes.bfloat16).view(np.uint8)
+        zp = rng.integers(-8, 9, (groups, 1)).astype(ml_dtypes.bfloat16).view(np.uint8)
+        q = rng.integers(0, 256, (groups, fmt.group), dtype=np.uint8)
+        return {"b": np.concatenate([inv, zp, q], axis=1).reshape(-1)}
     if fmt.block:
         d = rng.uniform(0.01, 0.1, (groups, 1)).astype(np.float16).view(np.uint8)
         q = rng.integers(0, 256, (groups, fmt.unit_size - 2), dtype=np.uint8)

@@ -120,6 +120,8 @@ class _Operand:
     elems: int  # elements (1 for a scalar)
     dtype: DType = DType.F32
     scalar: bool = False  # passed by value (the epilogue's scale)
+    block_bytes: int = 0  # a block format's bytes per block (ir/formats.py)
+    block_header: int = 0  # what starts each block: 1 ggml's fp16 scale, 2 gemma's bf16 inv_scale and zeropoint
 
     def param(self, restrict: str = "") -> str:
         if self.scalar:
@@ -147,7 +149,9 @@ def _format_operands(user: UserSpec) -> tuple[_Operand, ...]:
     b, k, n = user.batch, user.k, user.n
     stored = fmt.storage_elems(b * k * n)
     desc = f"{fmt.ctype}[{stored}], {fmt} weights: {b * n} columns of K = {k} values (ir/formats.py)"
-    out = [_Operand("b", fmt.ctype, desc, True, stored, "f16" if fmt.name == "f16" else fmt.ctype)]
+    header = {"f16": 1, "bf16x2": 2}.get(fmt.header, 0)
+    dtype = "f16" if fmt.name == "f16" else fmt.ctype
+    out = [_Operand("b", fmt.ctype, desc, True, stored, dtype, False, fmt.unit_size if fmt.block else 0, header)]
     groups = b * n * k // fmt.group
     for suffix, ctype in fmt.extra_arrays():
         what = f"{fmt.scales} scale" if suffix == "scales" else "zero point"
@@ -248,6 +252,7 @@ _WEIGHT_VALUES = {
     "e4m3": "the OCP FP8 E4M3FN value",
     "q8_0": "ggml block_q8_0: d * q",
     "q4_0": "ggml block_q4_0: d * (nibble - 8)",
+    "gemma_i8": "gemma.cpp I8Stream: inv_scale * q + (-zeropoint * inv_scale)",
     "i8": "(q - zero point) * group scale",
     "i4": "(nibble - zero point, or 8) * group scale",
 }

@@ -26,6 +26,10 @@ and scalar kernels: runtime.hpp.j2). Formats:
 - ``q4_0`` (ggml ``block_q4_0``): blocks of 32 values, 18 bytes: fp16 d, then 16 bytes; byte j holds
   element j in its low nibble and element j + 16 in its high nibble; value = d * (nibble - 8)
   (ggml-quants.c ``dequantize_row_q4_0``).
+- ``gemma_i8`` (gemma.cpp's ``I8Stream``, compression/int-inl.h ``IntCodec``): groups of 128 values, 132
+  bytes: bf16 ``inv_scale``, bf16 ``zeropoint``, then 128 int8 q; value = inv_scale * q + (-zeropoint *
+  inv_scale), in f32 (``DequantizeGroup``). Groups run along K within a column (K a multiple of 128, as in
+  every Gemma dimension), so a column's bytes are its K / 128 groups one after the other.
 """
 
 from __future__ import annotations
@@ -34,13 +38,14 @@ from dataclasses import dataclass
 
 SCALE_DTYPES = {"f32": ("float", 4), "bf16": ("uint16_t", 2), "f16": ("uint16_t", 2)}
 BLOCK = 32  # ggml's QK8_0 and QK4_0
+GEMMA_GROUP = 128  # gemma.cpp's I8Stream::kGroupSize
 
 
 @dataclass(frozen=True)
 class Format:
     """A weight format: how a logical K×N B is stored (see the module docstring)."""
 
-    name: str  # f16, e4m3, i8, i4, q8_0, q4_0
+    name: str  # f16, e4m3, i8, i4, q8_0, q4_0, gemma_i8
     bits: int  # bits per value
     ctype: str  # the C type of B's array
     unit: int  # values per addressing unit
@@ -58,8 +63,17 @@ class Format:
 
     @property
     def block(self) -> bool:
-        """ggml's block formats: scale interleaved in each block of ``group`` values."""
-        return self.name in ("q8_0", "q4_0")
+        """Block formats (ggml's, gemma.cpp's I8): scale interleaved in each block of ``group`` values."""
+        return self.name in BLOCK_HEADERS
+
+    @property
+    def header(self) -> str:
+        """What precedes a block's values: "f16" (ggml's scale d) or "bf16x2" (gemma's inv_scale, zeropoint)."""
+        return BLOCK_HEADERS.get(self.name, "")
+
+    @property
+    def header_bytes(self) -> int:
+        return {"f16": 2, "bf16x2": 4}.get(self.header, 0)
 
     @property
     def bytes(self) -> float:
@@ -126,11 +140,13 @@ class Format:
 
 
 _CSIZE = {"uint8_t": 1, "int8_t": 1, "uint16_t": 2}
+BLOCK_HEADERS = {"q8_0": "f16", "q4_0": "f16", "gemma_i8": "bf16x2"}
 F16 = Format("f16", 16, "uint16_t", 1, 1)
 E4M3 = Format("e4m3", 8, "uint8_t", 1, 1)
 Q8_0 = Format("q8_0", 8, "uint8_t", BLOCK, 34, BLOCK)
 Q4_0 = Format("q4_0", 4, "uint8_t", BLOCK, 18, BLOCK)
-PLAIN = {f.name: f for f in (F16, E4M3, Q8_0, Q4_0)}  # formats without parameters
+GEMMA_I8 = Format("gemma_i8", 8, "uint8_t", GEMMA_GROUP, GEMMA_GROUP + 4, GEMMA_GROUP)
+PLAIN = {f.name: f for f in (F16, E4M3, Q8_0, Q4_0, GEMMA_I8)}  # formats without parameters
 GROUPED = ("i8", "i4")  # formats that take group=, scales= and zero
 
 
@@ -177,6 +193,11 @@ def dequantize(fmt: Format, data, k: int, scales=None, zeros=None):
         import ml_dtypes
 
         return flat.view(np.uint8).view(ml_dtypes.float8_e4m3fn).astype(np.float32).reshape(-1, k)
+    if fmt.name == "gemma_i8":  # f32 arithmetic, as DequantizeGroup: inv_scale * q + (-zeropoint * inv_scale)
+        blocks = flat.view(np.uint8).reshape(-1, fmt.unit_size)
+        inv, zp = (_scales_f32(blocks[:, i : i + 2].copy().view(np.uint16), "bf16") for i in (0, 2))
+        q = blocks[:, 4:].view(np.int8).astype(np.float32)
+        return (inv * q + (-zp * inv)).astype(np.float32).reshape(-1, k)
     if fmt.block:
         blocks = flat.view(np.uint8).reshape(-1, fmt.unit_size)
         d = blocks[:, :2].copy().view(np.float16).astype(np.float32)  # (blocks, 1)

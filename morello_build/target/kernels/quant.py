@@ -21,7 +21,7 @@ from morello_build.target.kernels.dot import dot_shape
 # Vector instructions that widen one vector of a format's values to f32, beyond its load, per helper set
 # (f16: 8 for the bit manipulation a target without F16C would need; every vector target here has F16C).
 # q4_0: a block's 16 bytes split and shifted once (7 instructions for 32 values), then 2 per vector.
-_WIDEN_OPS = {"q8_0": 1, "i8": 1, "q4_0": 4, "i4": 5, "e4m3": 8, "f16": 8}
+_WIDEN_OPS = {"q8_0": 1, "i8": 1, "gemma_i8": 1, "q4_0": 4, "i4": 5, "e4m3": 8, "f16": 8}
 _WIDEN_OPS_NATIVE_F16 = {"f16": 1}  # F16C's vcvtph2ps (AVX-512F's on zmm) converts halves in one instruction
 _MAX_UNROLLED_CHUNKS = 16
 
@@ -52,20 +52,30 @@ def _cost(op, target):
     W = target.lanes
     groups = k // fmt.group if fmt.group > 1 else 1
     chunks = groups * ceil((k // groups) / W)
-    shifted = fmt.zero or fmt.name == "i4"  # a zero point (or 8) subtracted from every chunk
+    shifted = _shifted(fmt)
     per_col = chunks * (_widen_ops(fmt, target) + shifted)
     per_col += (_chains(n, ceil((fmt.group if fmt.group > 1 else k) / W)) - 1) * groups  # the chains' adds
     scaled = fmt.group > 1
     feats = Features.of(
         vec_load=chunks * (n + 1),
         vec_fma=chunks * n + (groups * n if scaled else 0),
-        vec_op=per_col * n + (groups * n * (1 + fmt.zero) if scaled else 0),
-        scalar_op=groups * n * (1 + fmt.zero) if scaled else 0,
+        vec_op=per_col * n + (groups * n * (1 + _zero_point(fmt)) if scaled else 0),
+        scalar_op=groups * n * (1 + _zero_point(fmt)) if scaled else 0,
         hsum=n,
         loop_iter=groups if groups > 1 else 0,
     )
     scale_lines = ceil(n * k * fmt.scale_bytes / 64) if op.b.level == Level.GL else 0
     return feats + lines_read(op.a) + streams_read(op.b, n) + Features.of(gl_line=scale_lines)
+
+
+def _zero_point(fmt) -> bool:
+    """A zero point per group: a separate array (``zero``) or in gemma's block header."""
+    return fmt.zero or fmt.name == "gemma_i8"
+
+
+def _shifted(fmt) -> bool:
+    """A zero point (or i4's 8) subtracted from every chunk."""
+    return _zero_point(fmt) or fmt.name == "i4"
 
 
 def _chains(n: int, chunks: int) -> int:
@@ -86,8 +96,9 @@ def _values(lw, fmt, bp: str, g: str, e0, cnt: int) -> str:
     """The helper call widening values e0..e0+cnt-1 (e0: an int, or a C expression for i8, i4 and the
     plain formats) of group ``g`` (a C expression) of the column at bp."""
     v, G = lw.v, fmt.group
-    if fmt.name == "q8_0":
-        return f"{v}::load_i8(reinterpret_cast<const int8_t*>({bp} + {g} * 34 + {2 + e0}), {cnt})"
+    if fmt.name in ("q8_0", "gemma_i8"):  # int8 values after the block's header
+        at = f"{g} * {fmt.unit_size} + {fmt.header_bytes + e0}"
+        return f"{v}::load_i8(reinterpret_cast<const int8_t*>({bp} + {at}), {cnt})"
     if fmt.name == "q4_0":  # the block's vectors, widened once per group (_group_chunks)
         return f"{bp}q[{e0 // lw.W}]"
     if fmt.name == "i8":
@@ -99,6 +110,8 @@ def _values(lw, fmt, bp: str, g: str, e0, cnt: int) -> str:
 
 
 def _scale(lw, fmt, bp: str, sp: str, g: str) -> str:
+    if fmt.name == "gemma_i8":  # inv_scale, the header's first bf16
+        return f"{lw.rt}::bf16_at({bp} + {g} * {fmt.unit_size})"
     if fmt.block:
         return f"{lw.rt}::block_scale({bp} + {g} * {fmt.unit_size})"
     return f"{lw.rt}::scale_{fmt.scales}({sp}[{g}])"
@@ -171,6 +184,9 @@ def _grouped(lw, fmt, accs, ap, bps, sps, zps, k, u) -> None:
         if fmt.zero:
             shifts.append(lw.fresh("zv"))
             lw.emit(f"const {vt} {shifts[-1]} = {v}::bcast(float({zps[j]}[{g}]));")
+        elif fmt.name == "gemma_i8":  # (q - zeropoint) * inv_scale: the header's second bf16
+            shifts.append(lw.fresh("zv"))
+            lw.emit(f"const {vt} {shifts[-1]} = {v}::bcast({lw.rt}::bf16_at({bps[j]} + {g} * {fmt.unit_size} + 2));")
         elif fmt.name == "i4":
             shifts.append(f"{v}::bcast(8.0f)")
         else:
