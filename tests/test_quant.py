@@ -19,7 +19,7 @@ import pytest
 from morello_build.check.interpret import execute
 from morello_build.check.testing import compile_program, cxx
 from morello_build.codegen import emit_header
-from morello_build.ir.formats import GEMMA_I8, Q4_0, Q8_0, dequantize, grouped
+from morello_build.ir.formats import GEMMA_I8, Q4_0, Q8_0, SFP, dequantize, grouped
 from morello_build.ir.grammar import SpecError, parse_spec
 from morello_build.ir.levels import Level
 from morello_build.synth.search import synthesize
@@ -43,6 +43,7 @@ SPECS = [
     "matmul 1x20x3 b=f16:col",
     "matmul 3x37x2 b=f16:col",
     "matmul 1x21x5 b=e4m3:col",
+    "matmul 2x29x3 b=sfp:col",
     # groups longer than 16 vectors: rolled loops over u chains per column, the rest and a ragged tail unrolled
     "matmul 1x200x3 b=i8:col group=channel scales=f32",
     "matmul 1x202x2 b=i4:col group=channel scales=f16 zero",
@@ -123,6 +124,18 @@ def test_gemma_i8_known_answer():
     np.testing.assert_array_equal(got[0], np.concatenate([want, want]))
 
 
+def test_sfp_known_answer():
+    # gemma.cpp SFP (compression/sfp-inl.h): DecBytes' AVX-512 tables give the bf16 bytes hi/lo of each code
+    # 0..127: code 1 -> 0x3420, 8 -> 0x3500, 63 -> 0x3BE0, 64 -> 0x3C00, 65 -> 0x3C10, 127 -> 0x3FF0; 0 is zero;
+    # bit 7 is the sign.
+    codes = [0, 1, 8, 63, 64, 65, 127, 0x80 | 65, 0x80 | 1]
+    bits = [0, 0x3420, 0x3500, 0x3BE0, 0x3C00, 0x3C10, 0x3FF0, 0xBC10, 0xB420]
+    want = (np.array(bits, np.uint32) << 16).view(np.float32)
+    got = dequantize(SFP, np.array(codes, np.uint8), len(codes))
+    np.testing.assert_array_equal(got[0], want)
+    assert want[6] == 1.875 and want[1] == 1.25 * 2.0**-23  # the largest magnitude; the smallest, as documented
+
+
 def test_i4_nibble_order_and_zero_point():
     fmt = grouped("i4", 4, "f32", True)
     data = np.array([0x21, 0x43, 0xF0, 0x0F], np.uint8)  # column values 1,2,3,4 then 0,15,15,0
@@ -138,6 +151,8 @@ def _random_format(fmt, cols: int, k: int, rng) -> dict:
         return {"b": rng.uniform(-1, 1, cols * k).astype(np.float16).view(np.uint16)}
     if fmt.name == "e4m3":
         return {"b": rng.uniform(-2, 2, cols * k).astype(ml_dtypes.float8_e4m3fn).view(np.uint8)}
+    if fmt.name == "sfp":  # every code is a value (0x80: -0)
+        return {"b": rng.integers(0, 256, cols * k, dtype=np.uint8)}
     if fmt.name == "gemma_i8":  # as IntCodec::QuantizeGroup leaves them: integral zero points, small scales
         inv = rng.uniform(0.002, 0.02, (groups, 1)).astype(ml_dtypes.bfloat16).view(np.uint8)
         zp = rng.integers(-8, 9, (groups, 1)).astype(ml_dtypes.bfloat16).view(np.uint8)

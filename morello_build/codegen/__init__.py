@@ -250,6 +250,7 @@ def _epilogue_context(user: UserSpec, index_c: str, rt: str) -> dict:
 _WEIGHT_VALUES = {
     "f16": "the IEEE half",
     "e4m3": "the OCP FP8 E4M3FN value",
+    "sfp": "the gemma.cpp SFP value (|v| <= 1.875)",
     "q8_0": "ggml block_q8_0: d * q",
     "q4_0": "ggml block_q4_0: d * (nibble - 8)",
     "gemma_i8": "gemma.cpp I8Stream: inv_scale * q + (-zeropoint * inv_scale)",

@@ -16,6 +16,10 @@ and scalar kernels: runtime.hpp.j2). Formats:
 
 - ``f16``: IEEE binary16 (``uint16_t`` bits). ``e4m3``: OCP FP8 E4M3FN (bias 7, no infinities,
   S.1111.111 is NaN; ``uint8_t`` bits; ml_dtypes.float8_e4m3fn).
+- ``sfp``: gemma.cpp's 8-bit "switching floating point" (compression/sfp-inl.h, ``SfpCodec::DecBytes``; its
+  weights' default), ``uint8_t``: sign bit, then 7 bits e; e = 0 is zero; e < 64 decodes to the bf16 bits
+  0x3400 + 32e (two mantissa bits), else 0x3800 + 16e (three); |value| <= 1.875 (the engine's tensor scale
+  applies on top: the ``scale`` epilogue).
 - ``i8`` with groups of G along K (or ``channel``: G = K) and scales f32/bf16/f16, optional zero point
   (``value = (q - z) * s``, z an int8 like q, stored as ``int8_t``): ``int8_t`` values.
 - ``i4`` likewise, two values per byte: element ``2i`` of a column is the low nibble of byte ``i``,
@@ -123,7 +127,7 @@ class Format:
 
     def cxx_deq(self, rt: str, root: str, off: str) -> str:
         """C++ f32 value of logical element ``off`` of B (the reference loop and scalar kernels)."""
-        if self.name in ("f16", "e4m3"):
+        if self.name in ("f16", "e4m3", "sfp"):
             return f"::{rt}::{self.name}_to_f32({root}[{off}])"
         if self.block:
             return f"::{rt}::deq_{self.name}({root}, {off})"
@@ -143,10 +147,11 @@ _CSIZE = {"uint8_t": 1, "int8_t": 1, "uint16_t": 2}
 BLOCK_HEADERS = {"q8_0": "f16", "q4_0": "f16", "gemma_i8": "bf16x2"}
 F16 = Format("f16", 16, "uint16_t", 1, 1)
 E4M3 = Format("e4m3", 8, "uint8_t", 1, 1)
+SFP = Format("sfp", 8, "uint8_t", 1, 1)
 Q8_0 = Format("q8_0", 8, "uint8_t", BLOCK, 34, BLOCK)
 Q4_0 = Format("q4_0", 4, "uint8_t", BLOCK, 18, BLOCK)
 GEMMA_I8 = Format("gemma_i8", 8, "uint8_t", GEMMA_GROUP, GEMMA_GROUP + 4, GEMMA_GROUP)
-PLAIN = {f.name: f for f in (F16, E4M3, Q8_0, Q4_0, GEMMA_I8)}  # formats without parameters
+PLAIN = {f.name: f for f in (F16, E4M3, SFP, Q8_0, Q4_0, GEMMA_I8)}  # formats without parameters
 GROUPED = ("i8", "i4")  # formats that take group=, scales= and zero
 
 
@@ -193,6 +198,8 @@ def dequantize(fmt: Format, data, k: int, scales=None, zeros=None):
         import ml_dtypes
 
         return flat.view(np.uint8).view(ml_dtypes.float8_e4m3fn).astype(np.float32).reshape(-1, k)
+    if fmt.name == "sfp":
+        return sfp_to_f32(flat.view(np.uint8)).reshape(-1, k)
     if fmt.name == "gemma_i8":  # f32 arithmetic, as DequantizeGroup: inv_scale * q + (-zeropoint * inv_scale)
         blocks = flat.view(np.uint8).reshape(-1, fmt.unit_size)
         inv, zp = (_scales_f32(blocks[:, i : i + 2].copy().view(np.uint16), "bf16") for i in (0, 2))
@@ -219,3 +226,13 @@ def dequantize(fmt: Format, data, k: int, scales=None, zeros=None):
     else:
         z = np.float32(8.0 if fmt.name == "i4" else 0.0)
     return ((q - z) * s).astype(np.float32).reshape(-1, k)
+
+
+def sfp_to_f32(x):
+    """gemma.cpp's SFP bytes as f32 (SfpCodec::DecBytes: the bf16 bits 0x3400 + 32e or 0x3800 + 16e)."""
+    import numpy as np
+
+    x = np.asarray(x, np.uint8).astype(np.uint32)
+    e = x & 0x7F
+    bf16 = np.where(e < 64, 0x3400 + 32 * e, 0x3800 + 16 * e) * (e != 0) | ((x & 0x80) << 8)
+    return (bf16.astype(np.uint32) << 16).view(np.float32)

@@ -21,7 +21,7 @@ from morello_build.target.kernels.dot import dot_shape
 # Vector instructions that widen one vector of a format's values to f32, beyond its load, per helper set
 # (f16: 8 for the bit manipulation a target without F16C would need; every vector target here has F16C).
 # q4_0: a block's 16 bytes split and shifted once (7 instructions for 32 values), then 2 per vector.
-_WIDEN_OPS = {"q8_0": 1, "i8": 1, "gemma_i8": 1, "q4_0": 4, "i4": 5, "e4m3": 8, "f16": 8}
+_WIDEN_OPS = {"q8_0": 1, "i8": 1, "gemma_i8": 1, "q4_0": 4, "i4": 5, "e4m3": 8, "sfp": 10, "f16": 8}
 _WIDEN_OPS_NATIVE_F16 = {"f16": 1}  # F16C's vcvtph2ps (AVX-512F's on zmm) converts halves in one instruction
 _MAX_UNROLLED_CHUNKS = 16
 
@@ -143,7 +143,7 @@ def _emit(lw, node, binds) -> None:
                 lw.emit(f"const {ctype}* {out[-1]} = {b.root}_{suffix} + {lw.group_index(b, (0, 0, j))};")
     G = fmt.group if fmt.group > 1 else k
     u = _chains(n, ceil(G / lw.W))
-    if fmt.group == 1:  # f16, e4m3: one "group" of K values, no scale
+    if fmt.group == 1:  # f16, e4m3, sfp: one "group" of K values, no scale
         parts = _zeroed(lw, [[lw.fresh("acc") for _ in range(u)] for _ in range(n)])
         _group_chunks(lw, fmt, parts, ap, bps, [None] * n, "0", k)
         accs = [_reduce(lw, col) for col in parts]
