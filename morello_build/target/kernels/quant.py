@@ -98,7 +98,7 @@ def _vector_regs(op, target) -> int:
 
 
 # -- emitter ---------------------------------------------------------------------------------------------
-def _values(lw, fmt, bp: str, g: str, e0, cnt: int, z: str = "8") -> str:
+def widen_call(lw, fmt, bp: str, g: str, e0, cnt: int, z: str = "8") -> str:
     """The helper call widening values e0..e0+cnt-1 (e0: an int, or a C expression for i8, i4 and the
     plain formats) of group ``g`` (a C expression) of the column at bp; i4 subtracts z (a C int) in it."""
     v, G = lw.v, fmt.group
@@ -114,7 +114,7 @@ def _values(lw, fmt, bp: str, g: str, e0, cnt: int, z: str = "8") -> str:
     return f"{v}::load_{fmt.name}({bp} + {e0}, {cnt})"
 
 
-def _scale(lw, fmt, bp: str, sp: str, g: str) -> str:
+def scale_vector(lw, fmt, bp: str, sp: str, g: str) -> str:
     """Group g's scale in every lane (a vector expression): one conversion per group (F16C for halves)."""
     if fmt.block:
         return f"{lw.v}::bscale_f16({bp} + {g} * {fmt.unit_size})"
@@ -194,7 +194,7 @@ def _grouped(lw, fmt, accs, ap, bps, sps, zps, k, u) -> None:
             shifts.append(None)
     _group_chunks(lw, fmt, parts, ap, bps, shifts, g, G)
     for acc, col, bp, sp in zip(accs, parts, bps, sps or [None] * len(accs)):
-        lw.emit(f"{acc} = {v}::fma({_reduce(lw, col)}, {_scale(lw, fmt, bp, sp, g)}, {acc});")
+        lw.emit(f"{acc} = {v}::fma({_reduce(lw, col)}, {scale_vector(lw, fmt, bp, sp, g)}, {acc});")
     if groups > 1:
         lw.close()
 
@@ -212,9 +212,9 @@ def _group_chunks(lw, fmt, parts, ap, bps, shifts, g: str, G: int) -> None:
         lw.emit(f"const {vt} {av} = {v}::load_f32({ap} + {aoff}, {cnt});")
         for col, bp, sh in zip(parts, bps, shifts):
             if fmt.name == "i4":
-                x = _values(lw, fmt, bp, g, e0, cnt, sh)
+                x = widen_call(lw, fmt, bp, g, e0, cnt, sh)
             else:
-                x = _values(lw, fmt, bp, g, e0, cnt)
+                x = widen_call(lw, fmt, bp, g, e0, cnt)
             if sh is not None and fmt.name != "i4":
                 x = f"{v}::sub({x}, {sh})"
             lw.emit(f"{col[part]} = {v}::fma({av}, {x}, {col[part]});")
