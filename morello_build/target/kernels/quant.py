@@ -65,6 +65,18 @@ def scale_features(fmt, cols: int, groups: int) -> Features:
     )
 
 
+def short_columns(op, target) -> Features:
+    """``gl_short_run`` per B column that the kernel reads side by side with others when a column is shorter
+    than a page: each is a short stream the prefetchers learn afresh (formats pack K values into few bytes:
+    1 KiB per i4 column at K = 2048), where one column at a time continues the previous column's stream.
+    B in L1 is a view of main memory here (formats are never copied): its first reads are these."""
+    n = op.iter_shape[3]
+    col_bytes = op.b.bytes / max(1, n)
+    if n > 1 and op.b.level in (Level.GL, Level.L1) and col_bytes < target.costs.page_bytes:
+        return Features.of(gl_short_run=n)
+    return Features()
+
+
 def _cost(op, target):
     fmt, (_, _, k, n) = op.b.dtype, op.iter_shape
     W = target.lanes
@@ -81,7 +93,7 @@ def _cost(op, target):
         loop_iter=groups if groups > 1 else 0,
     )
     scale_lines = ceil(n * k * fmt.scale_bytes / 64) if op.b.level == Level.GL else 0
-    feats += scale_features(fmt, n, groups)
+    feats += scale_features(fmt, n, groups) + short_columns(op, target)
     return feats + lines_read(op.a) + streams_read(op.b, n) + Features.of(gl_line=scale_lines)
 
 

@@ -19,7 +19,7 @@ from morello_build.ir.spec import Level
 from morello_build.synth.cost import Features, lines_read, streams_read
 from morello_build.target.kernels.common import F32, KernelDef
 from morello_build.target.kernels.dot import dot_shape
-from morello_build.target.kernels.quant import scale_features, scale_vector, widen_call, widen_ops
+from morello_build.target.kernels.quant import scale_features, scale_vector, short_columns, widen_call, widen_ops
 from morello_build.target.kernels.rows import MAX_ROWS, sets_hold_rows
 
 _MAX_COLS = 4
@@ -74,7 +74,7 @@ def _cost(op, target):
         loop_iter=groups if groups > 1 else 0,
     )
     scale_lines = ceil(n * k * fmt.scale_bytes / 64) if op.b.level == Level.GL else 0
-    feats += scale_features(fmt, n, groups) + Features.of(gl_line=scale_lines)
+    feats += scale_features(fmt, n, groups) + Features.of(gl_line=scale_lines) + short_columns(op, target)
     return feats + lines_read(op.a) + streams_read(op.b, n)
 
 
