@@ -51,7 +51,14 @@ SPECS = [
     "matmul 2x64x3 b=q8_0 batch=2",
     "matmul 1x256x5 b=gemma_i8",
     "matmul 2x128x1 b=gemma_i8",
+    # small batches (M = 2..5, N prime, K = one group, ragged K, a rolled loop): dot_quant_rows
+    "matmul 5x64x3 b=i4:col group=32 scales=f16 zero",
+    "matmul 4x64x5 b=i8:col group=32 scales=bf16 zero",
+    "matmul 2x202x3 b=i4:col group=channel scales=f32",
+    "matmul 4x32x7 b=q4_0",
+    "matmul 2x21x3 b=e4m3:col",
 ]
+ROWS_KERNEL = "dot_quant_rows"  # the search's choice for every spec above with M > 1 (test_kernels_match_numpy)
 
 
 # -- grammar -------------------------------------------------------------------------------------------
@@ -226,6 +233,8 @@ def _headers(isa: str):
         user = parse_spec(text)
         impl, _ = synthesize(user.to_spec(target.limits()), target)
         out.append(emit_header(user, impl, target, name=f"k{i}", namespace=f"q{i}"))
+        if isa != "scalar":  # small batches run the rows kernel (its comment is in the kernel's code)
+            assert (f"// {ROWS_KERNEL}:" in out[-1]) == (user.m > 1), (text, isa)
     return tuple(out)
 
 
@@ -286,6 +295,31 @@ def test_kernels_match_numpy(isa, tmp_path):
         tol = 1e-5 * bound + 1e-6
         assert np.all(np.abs(ref - want) <= tol), (SPECS[i], "reference", ref, want)
         assert np.all(np.abs(kern - want) <= tol), (SPECS[i], isa, kern, want)
+
+
+# -- dot_quant_rows forced by the scheduling API ---------------------------------------------------------
+@pytest.mark.parametrize("isa", ["avx2", "avx512"])
+def test_forced_rows_program_runs_the_rows_kernel(isa):
+    from morello_build.ir.impl import Kernel, walk
+    from morello_build.synth import schedule as S
+
+    text = "matmul 3x64x5 b=i4:col group=32 scales=bf16 zero"  # 5 columns: tiles of 2, a ragged one
+    t = get_target(isa, threads=1)
+
+    def in_registers(s):
+        return S.move(
+            s, "c", "RF", target=t, body=lambda s: S.to_accum(s, target=t, body=lambda s: S.select(s, ROWS_KERNEL, t))
+        )
+
+    impl = S.tile_out(text, (3, 2), target=t, body=in_registers)
+    assert {n.name for n in walk(impl) if isinstance(n, Kernel)} >= {ROWS_KERNEL}
+    u, a, arrays, want, bound = _case(text, 3)
+    fmt = u.dtypes[1]
+    w = dequantize(fmt, arrays["b"], u.k, arrays.get("b_scales"), arrays.get("b_zeros"))
+    c = np.zeros((1, u.m, u.n), np.float32)
+    execute(impl, [a, w.reshape(1, u.n, u.k).transpose(0, 2, 1).astype(np.float32), c])
+    assert np.all(np.abs(c - want) <= 1e-5 * bound + 1e-6)
+    assert f"// {ROWS_KERNEL}: 3 row(s) x 2 column(s)" in emit_header(u, impl, t)
 
 
 # -- the Python API ------------------------------------------------------------------------------------

@@ -5,14 +5,15 @@ Kernels are generic over the vector width: the ISA helper templates (templates/i
 vector ISA one vocabulary (``mv::fma``, ``mv::load_bf16`` ...), so an emitter is written once. Registers
 hold f32 only (bf16 is widened on the way in and rounded on the way out). One module per family:
 ``outer`` (register-tile outer products), ``dot`` (dot-product loops), ``rows`` (dot products of
-several rows of A sharing each B chunk), ``moves`` (loads, stores, packing
+several rows of A sharing each B chunk), ``quant`` and ``quant_rows`` (the same over B in a weight
+format, dequantized in registers), ``moves`` (loads, stores, packing
 copies; ``epilogue``: the terms a store applies), ``gate`` (the gated pair's store), ``zero``. Adding a
 kernel is adding one record to a family and to ``CATALOG``.
 """
 
 from __future__ import annotations
 
-from morello_build.target.kernels import dot, gate, moves, outer, quant, rows, zero
+from morello_build.target.kernels import dot, gate, moves, outer, quant, quant_rows, rows, zero
 from morello_build.target.kernels.common import (
     KernelDef,
     columns_unit_stride,
@@ -34,6 +35,7 @@ CATALOG: tuple[KernelDef, ...] = (
     rows.DOT_F32_ROWS,
     rows.DOT_BF16_ROWS,
     quant.DOT_QUANT,
+    quant_rows.DOT_QUANT_ROWS,
     moves.VLOAD,
     moves.VSTORE,
     moves.SCALAR_LOAD,

@@ -1,11 +1,14 @@
 """Dot-product kernels over B in a weight format (ir/formats.py): C (1x1xn, scalar registers) += A (1xK,
 f32) · B (Kxn, each column's K values in the format), dequantized in registers.
 
-Each format's bytes become f32 lanes through one ISA helper (``mv::load_i8``, ``load_q4``, ``load_i4``,
-``load_f16``, ``load_e4m3``: templates/isa_*.hpp.j2). Formats with scales run group by group: a group's
+Each format's bytes become f32 lanes through one ISA helper per chunk (``mv::load_i8``, ``load_q4``,
+``load_i4``, ``load_f16``, ``load_e4m3``: templates/isa_*.hpp.j2; i4 and Q4_0 subtract their zero point or
+8 in the integer lanes), and each group's scale becomes a vector once per group (``mv::bscale_f32``,
+``bscale_bf16``, ``bscale_f16``: F16C for ggml's fp16 d). Formats with scales run group by group: a group's
 partial dot products accumulate unscaled (the zero point, or Q4_0's 8, subtracted from the lanes), then
 one FMA per column adds the partial sum times the group's scale into the column's accumulator. Formats
-without scales (f16, e4m3) are a plain dot product of the widened lanes.
+without scales (f16, e4m3, sfp) are a plain dot product of the widened lanes. gemma_i8's block header holds
+its scale and zero point (bf16).
 """
 
 from __future__ import annotations
@@ -18,10 +21,12 @@ from morello_build.synth.cost import Features, lines_read, streams_read
 from morello_build.target.kernels.common import F32, KernelDef
 from morello_build.target.kernels.dot import dot_shape
 
-# Vector instructions that widen one vector of a format's values to f32, beyond its load, per helper set
-# (f16: 8 for the bit manipulation a target without F16C would need; every vector target here has F16C).
-# q4_0: a block's 16 bytes split and shifted once (7 instructions for 32 values), then 2 per vector.
-_WIDEN_OPS = {"q8_0": 1, "i8": 1, "gemma_i8": 1, "q4_0": 4, "i4": 5, "e4m3": 8, "sfp": 10, "f16": 8}
+# Vector instructions widening one vector of a format's values to f32 lanes, beyond its load (the ISA
+# helpers, templates/isa_*.hpp.j2): q8_0 / i8 sign-extend and convert; q4_0 zero-extend, shift or mask,
+# subtract 8, convert; i4 shift each lane of the broadcast bytes to its nibble (vpsrlvd), mask, subtract
+# the zero point (or 8), convert; f16 8 for the bit manipulation a target without F16C would need; sfp 13
+# (its two decodings in 32-bit lanes, a blend, zero and sign).
+_WIDEN_OPS = {"q8_0": 2, "i8": 2, "gemma_i8": 2, "q4_0": 4, "i4": 4, "e4m3": 8, "sfp": 13, "f16": 8}
 _WIDEN_OPS_NATIVE_F16 = {"f16": 1}  # F16C's vcvtph2ps (AVX-512F's on zmm) converts halves in one instruction
 _MAX_UNROLLED_CHUNKS = 16
 
@@ -41,10 +46,43 @@ def _applies(op, target):
     )
 
 
-def _widen_ops(fmt, target) -> int:
+def widen_ops(fmt, target) -> int:
+    """Vector instructions widening one chunk of B (and subtracting its zero point) to f32 lanes."""
     if fmt.name == "f16" and target.has("f16c"):
         return _WIDEN_OPS_NATIVE_F16["f16"]
-    return _WIDEN_OPS[fmt.name]
+    return _WIDEN_OPS[fmt.name] + (_float_zero(fmt))  # a zero point subtracted from the f32 lanes
+
+
+def _float_zero(fmt) -> bool:
+    """A zero point subtracted from the widened f32 lanes: i8's array, or gemma's in the block header."""
+    return (fmt.zero and fmt.name == "i8") or fmt.name == "gemma_i8"
+
+
+def scale_features(fmt, cols: int, groups: int) -> Features:
+    """Each group's scale (and zero point) of each column, broadcast once per group: a broadcast load, then
+    F16C's conversion (f16, ggml's blocks) or bf16's shift; a zero point's scalar load and broadcast."""
+    if fmt.group <= 1:
+        return Features()
+    scales = fmt.header[:4] if fmt.block else fmt.scales  # f16 (ggml), bf16 (gemma's bf16x2 header)
+    zero = fmt.zero or fmt.name == "gemma_i8"
+    per = cols * groups
+    return Features.of(
+        vec_load=per,
+        vec_op=per * ((scales == "f16") + zero),
+        scalar_op=per * ((scales == "bf16") + zero),
+    )
+
+
+def short_columns(op, target) -> Features:
+    """``gl_short_run`` per B column that the kernel reads side by side with others when a column is shorter
+    than a page: each is a short stream the prefetchers learn afresh (formats pack K values into few bytes:
+    1 KiB per i4 column at K = 2048), where one column at a time continues the previous column's stream.
+    B in L1 is a view of main memory here (formats are never copied): its first reads are these."""
+    n = op.iter_shape[3]
+    col_bytes = op.b.bytes / max(1, n)
+    if n > 1 and op.b.level in (Level.GL, Level.L1) and col_bytes < target.costs.page_bytes:
+        return Features.of(gl_short_run=n)
+    return Features()
 
 
 def _cost(op, target):
@@ -52,30 +90,19 @@ def _cost(op, target):
     W = target.lanes
     groups = k // fmt.group if fmt.group > 1 else 1
     chunks = groups * ceil((k // groups) / W)
-    shifted = _shifted(fmt)
-    per_col = chunks * (_widen_ops(fmt, target) + shifted)
+    per_col = chunks * widen_ops(fmt, target)
     per_col += (_chains(n, ceil((fmt.group if fmt.group > 1 else k) / W)) - 1) * groups  # the chains' adds
     scaled = fmt.group > 1
     feats = Features.of(
         vec_load=chunks * (n + 1),
         vec_fma=chunks * n + (groups * n if scaled else 0),
-        vec_op=per_col * n + (groups * n * (1 + _zero_point(fmt)) if scaled else 0),
-        scalar_op=groups * n * (1 + _zero_point(fmt)) if scaled else 0,
+        vec_op=per_col * n,
         hsum=n,
         loop_iter=groups if groups > 1 else 0,
     )
     scale_lines = ceil(n * k * fmt.scale_bytes / 64) if op.b.level == Level.GL else 0
+    feats += scale_features(fmt, n, groups) + short_columns(op, target)
     return feats + lines_read(op.a) + streams_read(op.b, n) + Features.of(gl_line=scale_lines)
-
-
-def _zero_point(fmt) -> bool:
-    """A zero point per group: a separate array (``zero``) or in gemma's block header."""
-    return fmt.zero or fmt.name == "gemma_i8"
-
-
-def _shifted(fmt) -> bool:
-    """A zero point (or i4's 8) subtracted from every chunk."""
-    return _zero_point(fmt) or fmt.name == "i4"
 
 
 def _chains(n: int, chunks: int) -> int:
@@ -87,34 +114,41 @@ def _chains(n: int, chunks: int) -> int:
 def _vector_regs(op, target) -> int:
     fmt, (_, _, k, n) = op.b.dtype, op.iter_shape
     chunks = ceil((fmt.group if fmt.group > 1 else k) / target.lanes)
-    block = chunks if fmt.name == "q4_0" else 0  # a Q4_0 block's widened vectors
-    return n * (_chains(n, chunks) + 1 + block) + 3
+    return n * (_chains(n, chunks) + 1) + 3
 
 
 # -- emitter ---------------------------------------------------------------------------------------------
-def _values(lw, fmt, bp: str, g: str, e0, cnt: int) -> str:
+def widen_call(lw, fmt, bp: str, g: str, e0, cnt: int, z: str = "8") -> str:
     """The helper call widening values e0..e0+cnt-1 (e0: an int, or a C expression for i8, i4 and the
-    plain formats) of group ``g`` (a C expression) of the column at bp."""
+    plain formats) of group ``g`` (a C expression) of the column at bp; i4 subtracts z (a C int) in it."""
     v, G = lw.v, fmt.group
     if fmt.name in ("q8_0", "gemma_i8"):  # int8 values after the block's header
         at = f"{g} * {fmt.unit_size} + {fmt.header_bytes + e0}"
         return f"{v}::load_i8(reinterpret_cast<const int8_t*>({bp} + {at}), {cnt})"
-    if fmt.name == "q4_0":  # the block's vectors, widened once per group (_group_chunks)
-        return f"{bp}q[{e0 // lw.W}]"
+    if fmt.name == "q4_0":  # byte j: element j (low nibble), j + 16 (high); 8 subtracted in load_q4
+        return f"{v}::load_q4({bp} + {g} * 18 + {2 + e0 % 16}, {4 if e0 >= 16 else 0}, {cnt})"
     if fmt.name == "i8":
         return f"{v}::load_i8({bp} + {g} * {G} + {e0}, {cnt})"
     if fmt.name == "i4":
         half = e0 // 2 if isinstance(e0, int) else f"({e0}) / 2"
-        return f"{v}::load_i4({bp} + {g} * {G // 2} + {half}, {cnt})"
+        return f"{v}::load_i4({bp} + {g} * {G // 2} + {half}, {cnt}, {z})"
     return f"{v}::load_{fmt.name}({bp} + {e0}, {cnt})"
 
 
-def _scale(lw, fmt, bp: str, sp: str, g: str) -> str:
+def scale_vector(lw, fmt, bp: str, sp: str, g: str) -> str:
+    """Group g's scale in every lane (a vector expression): one conversion per group (F16C for halves)."""
     if fmt.name == "gemma_i8":  # inv_scale, the header's first bf16
-        return f"{lw.rt}::bf16_at({bp} + {g} * {fmt.unit_size})"
+        return f"{lw.v}::bcast({lw.rt}::bf16_at({bp} + {g} * {fmt.unit_size}))"
     if fmt.block:
-        return f"{lw.rt}::block_scale({bp} + {g} * {fmt.unit_size})"
-    return f"{lw.rt}::scale_{fmt.scales}({sp}[{g}])"
+        return f"{lw.v}::bscale_f16({bp} + {g} * {fmt.unit_size})"
+    return f"{lw.v}::bscale_{fmt.scales}({sp} + {g})"
+
+
+def zero_value(lw, fmt, bp: str, zp: str, g: str) -> str | None:
+    """Group g's zero point as a float (a C expression) where it is subtracted from the f32 lanes, else None."""
+    if fmt.name == "gemma_i8":  # the header's second bf16
+        return f"{lw.rt}::bf16_at({bp} + {g} * {fmt.unit_size} + 2)"
+    return f"float({zp}[{g}])" if _float_zero(fmt) else None
 
 
 def _emit(lw, node, binds) -> None:
@@ -181,19 +215,16 @@ def _grouped(lw, fmt, accs, ap, bps, sps, zps, k, u) -> None:
     parts = _zeroed(lw, [[lw.fresh("part") for _ in range(u)] for _ in accs])
     shifts = []
     for j in range(len(accs)):
-        if fmt.zero:
+        if fmt.name == "i4":  # subtracted from the nibbles inside load_i4
+            shifts.append(f"int({zps[j]}[{g}])" if fmt.zero else "8")
+        elif (z := zero_value(lw, fmt, bps[j], zps[j] if zps else "", g)) is not None:
             shifts.append(lw.fresh("zv"))
-            lw.emit(f"const {vt} {shifts[-1]} = {v}::bcast(float({zps[j]}[{g}]));")
-        elif fmt.name == "gemma_i8":  # (q - zeropoint) * inv_scale: the header's second bf16
-            shifts.append(lw.fresh("zv"))
-            lw.emit(f"const {vt} {shifts[-1]} = {v}::bcast({lw.rt}::bf16_at({bps[j]} + {g} * {fmt.unit_size} + 2));")
-        elif fmt.name == "i4":
-            shifts.append(f"{v}::bcast(8.0f)")
+            lw.emit(f"const {vt} {shifts[-1]} = {v}::bcast({z});")
         else:
             shifts.append(None)
     _group_chunks(lw, fmt, parts, ap, bps, shifts, g, G)
     for acc, col, bp, sp in zip(accs, parts, bps, sps or [None] * len(accs)):
-        lw.emit(f"{acc} = {v}::fma({_reduce(lw, col)}, {v}::bcast({_scale(lw, fmt, bp, sp, g)}), {acc});")
+        lw.emit(f"{acc} = {v}::fma({_reduce(lw, col)}, {scale_vector(lw, fmt, bp, sp, g)}, {acc});")
     if groups > 1:
         lw.close()
 
@@ -210,14 +241,14 @@ def _group_chunks(lw, fmt, parts, ap, bps, shifts, g: str, G: int) -> None:
         aoff = " + ".join(x for x in (base, str(e0)) if x and x != "0") or "0"
         lw.emit(f"const {vt} {av} = {v}::load_f32({ap} + {aoff}, {cnt});")
         for col, bp, sh in zip(parts, bps, shifts):
-            x = _values(lw, fmt, bp, g, e0, cnt)
-            if sh is not None:
+            if fmt.name == "i4":
+                x = widen_call(lw, fmt, bp, g, e0, cnt, sh)
+            else:
+                x = widen_call(lw, fmt, bp, g, e0, cnt)
+            if sh is not None and fmt.name != "i4":
                 x = f"{v}::sub({x}, {sh})"
             lw.emit(f"{col[part]} = {v}::fma({av}, {x}, {col[part]});")
 
-    if fmt.name == "q4_0":  # a block's 32 values widened at once (mv::q4_block), 8 already subtracted
-        for bp in bps:
-            lw.emit(f"{vt} {bp}q[{G // W}]; {v}::q4_block({bp} + {g} * 18 + 2, {bp}q);")
     full, tail = divmod(G, W)
     if full + bool(tail) <= _MAX_UNROLLED_CHUNKS or fmt.block:
         for c, e0 in enumerate(range(0, G, W)):

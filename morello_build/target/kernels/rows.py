@@ -34,7 +34,7 @@ def _regs(op, target) -> int:
     return m * n * _accumulators(m, n, k, target.lanes) + n + _TEMPS - 1
 
 
-def _sets_hold_rows(a, n: int, target) -> bool:
+def sets_hold_rows(a, n: int, target) -> bool:
     """The m rows of A and the n B columns are read side by side: rows of a stride class share an L1 set,
     and with the B lines they must fit its ways, else each chunk evicts the next rows' lines (8 f32 rows
     8 KiB apart beside a bf16 column, Zen 3's 8 ways: no faster than one row at a time)."""
@@ -53,7 +53,7 @@ def _applies_for(b_dtype):
             and (k == 1 or op.a.tile((1, 1, k)).unit_stride(2))  # each row of A dense along K
             and op.b.dtype == b_dtype
             and _regs(op, target) <= target.vector_regs
-            and _sets_hold_rows(op.a, n, target)
+            and sets_hold_rows(op.a, n, target)
         )
 
     return applies

@@ -1,0 +1,214 @@
+"""Multi-row dot kernels over B in a weight format: C (1xmxn, scalar registers) += A (mxK, f32, rows dense
+along K) · B (Kxn, each column's K values in the format), for small batches of tokens (decode, M = 2..8).
+
+dot_quant (quant.py) reads one row of A; a C tile of m rows would run it m times, loading and widening
+each chunk of B once per row. Here each B chunk is loaded and widened ONCE per loop trip (the format's
+ISA helper, quant.widen_call) and FMA'd into m accumulators, one per row of A (as rows.py does for f32
+and bf16 B). Formats with several groups along K multiply the widened chunk by its group's scale (one
+multiply shared by the m rows: exact values times the scale, rounded once, as the reference's
+dequantized weight is), so the accumulators run across groups; one group (per-channel scales) scales the
+sums at the end. Per chunk: n B loads and widenings, m A loads, m·n FMAs; m·n horizontal sums.
+"""
+
+from __future__ import annotations
+
+from math import ceil
+
+from morello_build.ir.formats import is_format
+from morello_build.ir.spec import Level
+from morello_build.synth.cost import Features, lines_read, streams_read
+from morello_build.target.kernels.common import F32, KernelDef
+from morello_build.target.kernels.dot import dot_shape
+from morello_build.target.kernels.quant import (
+    scale_features,
+    scale_vector,
+    short_columns,
+    widen_call,
+    widen_ops,
+    zero_value,
+)
+from morello_build.target.kernels.rows import MAX_ROWS, sets_hold_rows
+
+_MAX_COLS = 4
+_MAX_UNROLLED_CHUNKS = 16
+
+
+def _group(fmt, k: int) -> int:
+    return fmt.group if fmt.group > 1 else k
+
+
+def _accumulators(m: int, n: int, k: int, lanes: int) -> int:
+    """Accumulators per (row, column): enough independent FMA chains (8) to hide FMA latency."""
+    return max(1, min(4, 8 // (m * n), ceil(k / lanes)))
+
+
+def _regs(op, target) -> int:
+    """Accumulators, a widened chunk per column, its group's scale and zero point, an A chunk."""
+    fmt, (_, m, k, n) = op.b.dtype, op.iter_shape
+    per_col = 1 + (fmt.group > 1) + ((fmt.zero and fmt.name == "i8") or fmt.name == "gemma_i8")
+    return m * n * _accumulators(m, n, k, target.lanes) + n * per_col + 1
+
+
+def _applies(op, target) -> bool:
+    if op.kind != "matmul":
+        return False
+    _, _, k, n = op.iter_shape
+    fmt = op.b.dtype
+    return (
+        dot_shape(op, target, _MAX_COLS, rows=range(2, MAX_ROWS + 1))
+        and op.a.dtype == F32
+        and op.a.tile((1, 1, k)).unit_stride(2)  # each row of A dense along K
+        and is_format(fmt)
+        and k % fmt.group == 0
+        and k % fmt.unit == 0
+        and _regs(op, target) <= target.vector_regs
+        and sets_hold_rows(op.a, n, target)
+    )
+
+
+def _cost(op, target):
+    fmt, (_, m, k, n) = op.b.dtype, op.iter_shape
+    W, G = target.lanes, _group(fmt, k)
+    groups = k // G
+    steps = groups * ceil(G / W)
+    u = _accumulators(m, n, k, W)
+    scaled_chunks = fmt.group > 1 and groups > 1  # each chunk times its group's scale
+    feats = Features.of(
+        vec_load=steps * (m + n),
+        vec_op=steps * n * (widen_ops(fmt, target) + scaled_chunks) + m * n * (u - 1 + (fmt.group > 1 and groups == 1)),
+        vec_fma=steps * m * n,
+        hsum=m * n,
+        loop_iter=groups if groups > 1 else 0,
+    )
+    scale_lines = ceil(n * k * fmt.scale_bytes / 64) if op.b.level == Level.GL else 0
+    feats += scale_features(fmt, n, groups) + Features.of(gl_line=scale_lines) + short_columns(op, target)
+    return feats + lines_read(op.a) + streams_read(op.b, n)
+
+
+# -- emitter ---------------------------------------------------------------------------------------------
+def _emit(lw, node, binds) -> None:
+    a, b, c = binds
+    fmt, (_, m, k, n) = b.dtype, node.spec.op.iter_shape
+    if c.level != Level.RF:
+        raise lw.error("dot_quant_rows accumulates into scalar registers")
+    for j in range(n):
+        if k > 1 and lw.step(b, (0, 0, j), (0, 1, j)) != 1:
+            raise lw.error("dot_quant_rows: a B column is not contiguous along K")
+    for i in range(m):
+        if k > 1 and lw.step(a, (0, i, 0), (0, i, 1)) != 1:
+            raise lw.error("dot_quant_rows: a row of A is not contiguous along K")
+    vt, v, W, G = lw.target.vtype, lw.v, lw.W, _group(fmt, k)
+    groups = k // G
+    u = _accumulators(m, n, k, W)
+    lw.open("{")
+    lw.emit(f"// dot_quant_rows: {m} row(s) x {n} column(s) of {fmt} weights, K = {k}, {u} accumulator(s) each")
+    accs = [[[lw.fresh("acc") for _ in range(u)] for _ in range(n)] for _ in range(m)]
+    lw.emit(f"{vt} " + ", ".join(f"{x} = {v}::zero()" for r in accs for col in r for x in col) + ";")
+    aps = [lw.fresh("ap") for _ in range(m)]
+    for i, ap in enumerate(aps):
+        lw.emit(f"const float* {ap} = {lw.ptr(a, (0, i, 0))};")
+    cols = [_column(lw, fmt, b, j) for j in range(n)]
+    g = "0"
+    if groups > 1:
+        g = lw.fresh("g")
+        lw.open(f"for (ix {g} = 0; {g} < {groups}; ++{g}) {{")
+    per_group = [_group_terms(lw, fmt, col, g) for col in cols]
+    _chunks(lw, fmt, accs, aps, cols, per_group, g, G, scaled=groups > 1)
+    if groups > 1:
+        lw.close()
+    for i in range(m):
+        for j in range(n):
+            total = _reduce(lw, accs[i][j])
+            if fmt.group > 1 and groups == 1:  # one group: its scale applied to the sums
+                total = f"{v}::mul({total}, {per_group[j][0]})"
+            lw.emit(f"{lw.elem(c, (0, i, j))} += {v}::hsum({total});")
+    lw.close()
+
+
+def _column(lw, fmt, b, j: int) -> tuple[str, str | None, str | None]:
+    """Pointers to column j's values, scales and zero points (None where the format has none)."""
+    bp = lw.fresh("bp")
+    lw.emit(f"const {fmt.ctype}* {bp} = {lw.unit_ptr(b, (0, 0, j))};")
+    extra = {}
+    for suffix, ctype in fmt.extra_arrays():
+        extra[suffix] = lw.fresh(suffix[0] + "p")
+        lw.emit(f"const {ctype}* {extra[suffix]} = {b.root}_{suffix} + {lw.group_index(b, (0, 0, j))};")
+    return bp, extra.get("scales"), extra.get("zeros")
+
+
+def _group_terms(lw, fmt, col, g: str) -> tuple[str | None, str | None]:
+    """Group g's scale vector (a name) and zero point (i4: a C int; i8: a vector name), hoisted per group."""
+    bp, sp, zp = col
+    vt, v = lw.target.vtype, lw.v
+    sv = zv = None
+    if fmt.group > 1:
+        sv = lw.fresh("sv")
+        lw.emit(f"const {vt} {sv} = {scale_vector(lw, fmt, bp, sp, g)};")
+    if fmt.name == "i4":
+        zv = f"int({zp}[{g}])" if fmt.zero else "8"
+    elif (z := zero_value(lw, fmt, bp, zp, g)) is not None:
+        zv = lw.fresh("zv")
+        lw.emit(f"const {vt} {zv} = {v}::bcast({z});")
+    return sv, zv
+
+
+def _chunks(lw, fmt, accs, aps, cols, per_group, g: str, G: int, scaled: bool) -> None:
+    """accs[i][j][c % u] += A row i chunk c * widened B column j chunk c over the G values of group g:
+    unrolled for short groups (and ggml blocks), else a rolled loop of u chunks per trip, the rest unrolled."""
+    vt, v, W = lw.target.vtype, lw.v, lw.W
+    u = len(accs[0][0])
+    base = f"{g} * {G}" if g != "0" else ""
+
+    def chunk(e0, s: int, cnt: int):
+        aoff = " + ".join(x for x in (base, str(e0)) if x and x != "0") or "0"
+        bvs = []
+        for (bp, _, _), (sv, zv) in zip(cols, per_group):  # each B chunk widened once for all m rows
+            x = widen_call(lw, fmt, bp, g, e0, cnt, zv) if fmt.name == "i4" else widen_call(lw, fmt, bp, g, e0, cnt)
+            if zv is not None and fmt.name != "i4":
+                x = f"{v}::sub({x}, {zv})"
+            if scaled:
+                x = f"{v}::mul({x}, {sv})"
+            bvs.append(lw.fresh("bv"))
+            lw.emit(f"const {vt} {bvs[-1]} = {x};")
+        for i, ap in enumerate(aps):
+            av = lw.fresh("av")
+            lw.emit(f"const {vt} {av} = {v}::load_f32({ap} + {aoff}, {cnt});")
+            for j, bv in enumerate(bvs):
+                lw.emit(f"{accs[i][j][s]} = {v}::fma({av}, {bv}, {accs[i][j][s]});")
+
+    full, tail = divmod(G, W)
+    if full + bool(tail) <= _MAX_UNROLLED_CHUNKS or fmt.block:
+        for c, e0 in enumerate(range(0, G, W)):
+            chunk(e0, c % u, min(W, G - e0))
+        return
+    trips = full // u
+    ch = lw.fresh("ch")
+    lw.open(f"for (ix {ch} = 0; {ch} < {trips * u * W}; {ch} += {u * W}) {{")
+    for s in range(u):
+        chunk(f"{ch} + {s * W}" if s else ch, s, W)
+    lw.close()
+    for c in range(trips * u, full):
+        chunk(c * W, c % u, W)
+    if tail:
+        chunk(full * W, full % u, tail)
+
+
+def _reduce(lw, terms) -> str:
+    """The sum of a (row, column)'s chains, pairwise in a fixed order (a C expression)."""
+    terms = list(terms)
+    while len(terms) > 1:
+        pairs = [(terms[x], terms[x + 1] if x + 1 < len(terms) else None) for x in range(0, len(terms), 2)]
+        terms = [f"{lw.v}::add({x}, {y})" if y else x for x, y in pairs]
+    return terms[0]
+
+
+DOT_QUANT_ROWS = KernelDef(
+    name="dot_quant_rows",
+    kind="matmul",
+    vector=True,
+    applies=_applies,
+    cost=_cost,
+    emit=_emit,
+    doc=f"m rows of f32 A (2..{MAX_ROWS}) times n B columns in a weight format: each B chunk widened once for all rows",
+    vector_regs=_regs,
+)
