@@ -12,7 +12,7 @@ kernel is adding one record to a family and to ``CATALOG``.
 
 from __future__ import annotations
 
-from morello_build.target.kernels import dot, gate, moves, outer, quant, rows, zero
+from morello_build.target.kernels import dot, gate, moves, outer, quant, quant_pair, rows, zero
 from morello_build.target.kernels.common import (
     KernelDef,
     columns_unit_stride,
@@ -34,6 +34,7 @@ CATALOG: tuple[KernelDef, ...] = (
     rows.DOT_F32_ROWS,
     rows.DOT_BF16_ROWS,
     quant.DOT_QUANT,
+    quant_pair.DOT_QUANT_PAIR,
     moves.VLOAD,
     moves.VSTORE,
     moves.SCALAR_LOAD,
