@@ -19,6 +19,8 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
+import report_w6  # noqa: E402 (bench/, beside this file)
+
 PEERS = ("openblas", "onednn", "onednn_packed", "eigen", "libxsmm")
 MEMORY_BOUND = {"W1", "W4"}
 TITLES = {
@@ -402,6 +404,7 @@ def main(argv=None):
         if rep.plot(w, png):
             md.append(f"![{w}]({png.name})\n")
         md.append(rep.table(w))
+    md += report_w6.section(json.loads(a.json.read_text()))
     (outdir / "results.md").write_text("\n".join(md) + "\n")
     print(f"wrote {outdir / 'results.md'}")
     return 0

@@ -116,6 +116,23 @@ def test_gl_interleaved_counts_lines_of_interleaved_streams():
     assert view_features(one) == Features.of(gl_line=one.lines())
 
 
+def test_gl_two_streams_counts_one_column_of_each_of_the_pair():
+    """The pair kernel reading one column of B1 beside one of B2: two streams of separate operands
+    (gl_two_streams); two columns of each: four streams (gl_interleaved); two columns of one B: as before."""
+    from morello_build.ir.spec import Pair
+
+    op = _spec("matmul 1x64x2 b=f32:col accum").op
+    rf = TensorSpec((1, 1, 1), DType.F32, row_major(), Level.RF)
+    one = op.b.tile((1, 64, 1))
+    feats = BY_NAME["dot_f32_pair"].cost(Pair(op.a, one, one, rf, rf), AVX2)
+    assert (feats.get("gl_two_streams"), feats.get("gl_interleaved")) == (2 * one.lines(), 0)
+    rf2 = TensorSpec((1, 1, 2), DType.F32, row_major(), Level.RF)
+    feats = BY_NAME["dot_f32_pair"].cost(Pair(op.a, op.b, op.b, rf2, rf2), AVX2)
+    assert (feats.get("gl_two_streams"), feats.get("gl_interleaved")) == (0, 2 * op.b.lines())
+    feats = BY_NAME["dot_f32"].cost(op.with_operands((op.a, op.b, rf2)), AVX2)
+    assert (feats.get("gl_two_streams"), feats.get("gl_interleaved")) == (0, op.b.lines())
+
+
 def test_shared_line_counts_output_runs_of_parallel_tasks():
     """Column blocks of C share the edge lines of each row between the tasks; row blocks share none."""
     spec = _spec("matmul 64x64x64")

@@ -659,6 +659,8 @@ static int copies_for(size_t bytes, bool rotate) {
   return int(std::max<size_t>(2, (target + bytes - 1) / bytes));
 }
 
+#include "gate_up.hpp"  // W6 (uses sweep, pool2, copies_for)
+
 static void register_all(bool quick) {
   register_morello_kernels();
   for (int t : {1, 2}) add(nullptr, "fma_f32_peak", t, false, 2, [t](Data*, int) { return prep_peak(t, false); });
@@ -721,6 +723,9 @@ static void register_all(bool quick) {
     if (gemv)
       for (int t : {1, 2}) add(cs, "bw_ref", t, false, 1, [](Data* d, int th) { return prep_bw(*d, th); });
   }
+#ifdef BENCH_HAVE_W6
+  w6::register_all(quick);
+#endif
 }
 
 }  // namespace bench

@@ -143,22 +143,23 @@ class _Operand:
 ERASED_CODES = {"f32": 0, "bf16": 1, "uint8_t": 2, "int8_t": 3, "f16": 4}
 
 
-def _format_operands(user: UserSpec) -> tuple[_Operand, ...]:
-    """B in a weight format (ir/formats.py): B's array of units, then its scale and zero-point arrays."""
+def _format_operands(user: UserSpec, name: str = "b") -> tuple[_Operand, ...]:
+    """B (or the gated pair's ``name``, B1 or B2) in a weight format (ir/formats.py): its array of units,
+    then its scale and zero-point arrays (``<name>_scales``, ``<name>_zeros``)."""
     fmt = user.dtypes[1]
     b, k, n = user.batch, user.k, user.n
     stored = fmt.storage_elems(b * k * n)
     desc = f"{fmt.ctype}[{stored}], {fmt} weights: {b * n} columns of K = {k} values (ir/formats.py)"
     header = {"f16": 1, "bf16x2": 2}.get(fmt.header, 0)
     dtype = "f16" if fmt.name == "f16" else fmt.ctype
-    out = [_Operand("b", fmt.ctype, desc, True, stored, dtype, False, fmt.unit_size if fmt.block else 0, header)]
+    out = [_Operand(name, fmt.ctype, desc, True, stored, dtype, False, fmt.unit_size if fmt.block else 0, header)]
     groups = b * n * k // fmt.group
     for suffix, ctype in fmt.extra_arrays():
         what = f"{fmt.scales} scale" if suffix == "scales" else "zero point"
         dt = fmt.scales if suffix == "scales" else ctype
         out.append(
             _Operand(
-                f"b_{suffix}",
+                f"{name}_{suffix}",
                 ctype,
                 f"{ctype}[{groups}], the {what} of each group of {fmt.group}"
                 f" values along K (column-major: group g of column n at n * {k // fmt.group} + g)",
@@ -198,6 +199,10 @@ def _epilogue_operands(user: UserSpec) -> tuple[_Operand, ...]:
 def _operands(user: UserSpec) -> tuple[_Operand, ...]:
     """The kernel's parameters in order: A, B, C, B's scale and zero-point arrays if its format has them
     (ir/formats.py), then the epilogue's terms."""
+    if is_format(user.dtypes[1]) and user.kind == "gated":  # a, b1, b2, c, b1's arrays, b2's arrays
+        a, _, _, c = _plain_operands(user)
+        (b1, *extra1), (b2, *extra2) = _format_operands(user, "b1"), _format_operands(user, "b2")
+        return (a, b1, b2, c, *extra1, *extra2) + _epilogue_operands(user)
     if is_format(user.dtypes[1]):
         a, _, c = _plain_operands(user)
         b, *extra = _format_operands(user)

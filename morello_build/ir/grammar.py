@@ -141,7 +141,7 @@ def parse_spec(text: str) -> UserSpec:
             dtypes[i], layouts[i] = _DTYPES[dt], lay if colon else "row"
         else:
             raise _bad(tok, "unknown option")
-    dtypes[1] = _weight_format(dtypes[1], fopts, k, kind)
+    dtypes[1] = _weight_format(dtypes[1], fopts, k)
     epilogue = Epilogue(**{"act": "gelu", **epi, "pair": True}) if kind == "gated" else Epilogue(**epi)
     if epilogue and accum:
         raise _bad("accum", "an epilogue overwrites C (pass the old C as the residual instead)")
@@ -171,14 +171,12 @@ def _format_token(tok: str) -> str:
     return name
 
 
-def _weight_format(b, fopts: dict, k: int, kind: str):
-    """B's dtype, or its Format (ir/formats.py) with the group, scales and zero options applied."""
+def _weight_format(b, fopts: dict, k: int):
+    """B's (or B1's and B2's) dtype, or its Format (ir/formats.py) with the group, scales and zero options applied."""
     if not isinstance(b, str):
         if fopts:
             raise _bad(next(iter(fopts.values())), "group=, scales= and zero go with b=i8 or b=i4")
         return b
-    if kind != "matmul":
-        raise _bad(f"b={b}", "weight formats are accepted by matmul only")
     if b in PLAIN:
         if fopts:
             raise _bad(next(iter(fopts.values())), f"{b} has no options (group=, scales= and zero are for i8, i4)")

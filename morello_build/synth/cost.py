@@ -243,15 +243,21 @@ def lines_read(t: TensorSpec) -> Features:
     return Features.of(**{name: t.lines()}) if name else NONE
 
 
-def streams_read(t: TensorSpec, streams: int) -> Features:
-    """Lines of a tile read as ``streams`` interleaved sequential streams (the B columns of a dot kernel)."""
-    return lines_read(t) + Features.of(gl_interleaved=interleaved_lines(t, streams))
+def streams_read(t: TensorSpec, streams: int, separate: bool = False) -> Features:
+    """Lines of a tile read as ``streams`` interleaved sequential streams (the B columns of a dot kernel);
+    ``separate``: each stream is its own operand (the gated pair's B1 and B2 columns)."""
+    return lines_read(t) + interleaved_lines(t, streams, separate)
 
 
-def interleaved_lines(t: TensorSpec, streams: int) -> int:
-    """``gl_interleaved``: main-memory lines read as one of several interleaved sequential streams: the
-    hardware prefetchers keep up with one stream, not with several."""
-    return t.lines() if streams > 1 and t.level == Level.GL else 0
+def interleaved_lines(t: TensorSpec, streams: int, separate: bool = False) -> Features:
+    """Main-memory lines read as one of several interleaved sequential streams: ``gl_two_streams`` for
+    two streams of separate operands (one column of B1 beside one of B2), else ``gl_interleaved`` (the
+    hardware prefetchers keep up with one stream; how many more they follow is the core's: calibrate
+    measures both)."""
+    if streams < 2 or t.level != Level.GL:
+        return NONE
+    two = streams == 2 and separate
+    return Features.of(**{"gl_two_streams" if two else "gl_interleaved": t.lines()})
 
 
 def view_features(operand: TensorSpec, streams: int = 1) -> Features:

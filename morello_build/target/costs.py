@@ -19,6 +19,10 @@ class CostTable:
     # bf16 on Zen 4, one thread: one column at a time 26.8 GB/s (a plain read sweep 28.1), 2 or 4
     # interleaved 12.5-16 GB/s, and as bad for short columns (K = 256: 24 vs 9 GB/s).
     gl_interleaved: float = 8.0
+    # A main-memory line read as one of two interleaved streams of separate operands (one column of the
+    # gated pair's B1 beside one of B2), on top of its gl_line; instead of gl_interleaved. Zen 4 showed two
+    # streams as slow as four (above); a Zen 3 core reads two at the speed of one (microarch.py).
+    gl_two_streams: float = 8.0
     # A run shorter than a page (page_bytes) that a loop starts in main-memory weights, away from the
     # previous trip's runs: the prefetchers give up at the page edge, so its first lines wait for DRAM.
     # 1x2048x16384 bf16 KxN on Zen 4, one thread: 512-byte row runs 32 KiB apart (a 256-column C tile in

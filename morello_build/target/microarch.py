@@ -40,6 +40,10 @@ class Microarch:
     l1d: tuple[int, int]  # (bytes, ways): the class's usual L1D (the host's sysfs figures win when read)
     l2_bytes: int
     builtin: bool = False  # its cost table is the hand-tuned built-in one (programs unchanged)
+    # Measured (calibrate's two_streams_line and the gated pair's programs; no public source gives it):
+    # cycles a DRAM line of two interleaved streams of separate operands costs beyond one stream's.
+    # None: the built-in table's, fitted on Zen 4.
+    gl_two_streams: float | None = None
 
     def covers(self, vendor: str, family: int, model: int) -> bool:
         return vendor == self.vendor and any(f == family and lo <= model <= hi for f, lo, hi in self.models)
@@ -61,6 +65,7 @@ class Microarch:
             vec_load=round(1 / loads, 4) if loads else base.vec_load * 2,
             vec_store=round(1 / stores, 4) if stores else base.vec_store * 2,
             l2_line=round(64 / self.l2_fill_bytes, 4),
+            gl_two_streams=base.gl_two_streams if self.gl_two_streams is None else self.gl_two_streams,
         )
 
 
@@ -81,6 +86,10 @@ MICROARCHS: tuple[Microarch, ...] = (
         l2_fill_bytes=32,  # L2 -> L1 32 B/cycle [AMD19]
         l1d=(32 * KIB, 8),  # [AMD19]
         l2_bytes=512 * KIB,  # [AMD19]
+        # EPYC 7xx3 VM (bench/HISTORY.md, 2026-11-24 night): calibrate's two_streams_line 16.5 cycles,
+        # one stream 15.3 (spread 23%: no surcharge); the gated pair 1x2560x10240 bf16 reading one row of
+        # each matrix side by side ran at 0.98-1.01 of a read sweep, one row at a time 0.73-0.82.
+        gl_two_streams=0.0,
     ),
     Microarch(
         "zen4",

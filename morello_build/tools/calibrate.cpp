@@ -233,6 +233,7 @@ int main(int argc, char** argv) {
       for (auto& t : ts) t.join();
       std::printf("dram_line_all %.6f\n", *std::max_element(ns.begin(), ns.end()));
     }
+    std::printf("two_streams_line %.6f\n", best([&] { return interleaved_ns_per_line(big, dram_floats, 2); }, 3));
     std::printf("interleaved_line %.6f\n", best([&] { return interleaved_ns_per_line(big, dram_floats, 4); }, 3));
     std::printf("short_run %.6f\n", best([&] { return short_run_ns(big, dram_floats, 512, 32768); }, 3));
     {

@@ -96,9 +96,10 @@ def _params(info: dict) -> tuple[Param, ...]:
         shape = None
         if role != _SCALAR:
             shape = shapes.get(name) or (c_shape if name == "residual" else (elems,))
-            if name.startswith("b_") and "b" in shapes:  # a format's scales or zero points: per column
-                shape = shapes["b"][:-1] + (elems // int(np.prod(shapes["b"][:-1])),)
-            elif name == "b" and int(np.prod(shape)) != elems:  # a format's bytes: per column
+            weights = name.rsplit("_", 1)[0]  # b, or the gated pair's b1 / b2
+            if name.endswith(("_scales", "_zeros")) and weights in shapes:  # a format's scales or zero points
+                shape = shapes[weights][:-1] + (elems // int(np.prod(shapes[weights][:-1])),)  # per column
+            elif name in ("b", "b1", "b2") and int(np.prod(shape)) != elems:  # a format's bytes: per column
                 shape = shape[:-1] + (elems // int(np.prod(shape[:-1])),)
             if int(np.prod(shape)) != elems:
                 shape = (elems,)

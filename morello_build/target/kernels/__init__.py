@@ -13,7 +13,7 @@ kernel is adding one record to a family and to ``CATALOG``.
 
 from __future__ import annotations
 
-from morello_build.target.kernels import dot, gate, moves, outer, quant, quant_rows, rows, zero
+from morello_build.target.kernels import dot, gate, moves, outer, quant, quant_pair, quant_rows, rows, zero
 from morello_build.target.kernels.common import (
     KernelDef,
     columns_unit_stride,
@@ -36,6 +36,7 @@ CATALOG: tuple[KernelDef, ...] = (
     rows.DOT_BF16_ROWS,
     quant.DOT_QUANT,
     quant_rows.DOT_QUANT_ROWS,
+    quant_pair.DOT_QUANT_PAIR,
     moves.VLOAD,
     moves.VSTORE,
     moves.SCALAR_LOAD,

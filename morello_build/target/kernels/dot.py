@@ -54,9 +54,11 @@ def _b_dtype(op):
 
 
 def _b_streams(op) -> Features:
-    """B's lines, read as interleaved streams: one per column of every B."""
+    """B's lines, read as interleaved streams: one per column of every B (the pair's one column of B1
+    beside one of B2: two streams of separate operands)."""
     bs, cols = _bs_cs(op)[0], _columns(op)
-    return sum((streams_read(x, cols) for x in bs), Features.of())
+    separate = len(bs) == 2 and op.iter_shape[3] == 1
+    return sum((streams_read(x, cols, separate) for x in bs), Features.of())
 
 
 def _max_dot_cols(target, accumulators_per_col):
