@@ -12,7 +12,7 @@ kernel is adding one record to a family and to ``CATALOG``.
 
 from __future__ import annotations
 
-from morello_build.target.kernels import dot, gate, moves, outer, quant, rows, zero
+from morello_build.target.kernels import dot, gate, moves, outer, quant, quant_int, rows, zero
 from morello_build.target.kernels.common import (
     KernelDef,
     columns_unit_stride,
@@ -34,11 +34,14 @@ CATALOG: tuple[KernelDef, ...] = (
     rows.DOT_F32_ROWS,
     rows.DOT_BF16_ROWS,
     quant.DOT_QUANT,
+    quant_int.DOT_INT,
+    quant_int.DOT_INT_SCALAR,
     moves.VLOAD,
     moves.VSTORE,
     moves.SCALAR_LOAD,
     moves.SCALAR_STORE,
     moves.COPY,
+    quant_int.QUANTIZE_A,
     gate.VGATE,
     gate.SGATE,
     zero.VZERO,
