@@ -111,13 +111,19 @@ def _block(fmt, bp: str, blk: str) -> str:
     return f"{bp} + {blk} * {fmt.unit_size if fmt.block else fmt.bits * BLOCK // 8}"
 
 
-def _scale_zero(lw, fmt, col, blk: str):
-    """(the block's weight scale, its zero point as an int expression or None) as C expressions."""
+def _scale_zero(lw, fmt, col, blk: str, f16c: bool = False):
+    """(the block's weight scale, its zero point as an int expression or None) as C expressions; ``f16c``:
+    halves converted by F16C's vcvtph2ps (the runtime's portable conversion is a dozen instructions)."""
     bp, sp, zp = col
     if fmt.block:
-        return f"{lw.rt}::block_scale({_block(fmt, bp, blk)})", None
+        p = f"({_block(fmt, bp, blk)})"
+        if f16c:
+            return f"_cvtsh_ss(static_cast<unsigned short>({p}[0] | ({p}[1] << 8)))", None
+        return f"{lw.rt}::block_scale({p})", None
     g = f"{blk} / {fmt.group // BLOCK}" if fmt.group > BLOCK else blk
     z = f"int32_t({zp}[{g}])" if fmt.zero else ("8" if fmt.name == "i4" else None)
+    if f16c and fmt.scales == "f16":
+        return f"_cvtsh_ss({sp}[{g}])", z
     return f"{lw.rt}::scale_{fmt.scales}({sp}[{g}])", z
 
 
@@ -189,17 +195,38 @@ def _avx2_weights(fmt, p: str, z) -> str:
 def _avx2_emit(lw, node, binds) -> None:
     a, b, c, n, ap, cols, blk = _prologue(lw, node, binds, "dot_int")
     fmt, k = b.dtype, node.spec.op.iter_shape[2]
-    zero_i8 = fmt.name == "i8" and fmt.zero
-    accs = [lw.fresh("acc") for _ in range(n)]
-    lw.emit("__m256 " + ", ".join(f"{x} = _mm256_setzero_ps()" for x in accs) + ";")
+    blocks = k // BLOCK
+    chains = 2 if blocks > 1 else 1  # two FMA chains per column (even and odd blocks): latency, not FMAs, binds
+    accs = [[lw.fresh("acc") for _ in range(chains)] for _ in range(n)]
+    lw.emit("__m256 " + ", ".join(f"{x} = _mm256_setzero_ps()" for col in accs for x in col) + ";")
     lw.emit("const __m256i ones16 = _mm256_set1_epi16(1);")
-    lw.open(f"for (ix {blk} = 0; {blk} < {k // BLOCK}; ++{blk}) {{")
+    if chains == 2:
+        lw.open(f"for (ix {blk} = 0; {blk} + 1 < {blocks}; {blk} += 2) {{")
+        _avx2_block(lw, fmt, ap, cols, blk, [col[0] for col in accs])
+        _avx2_block(lw, fmt, ap, cols, f"({blk} + 1)", [col[1] for col in accs])
+        lw.close()
+    if blocks % 2 or chains == 1:
+        _avx2_block(lw, fmt, ap, cols, str(blocks - 1), [col[0] for col in accs])
+    for j, col in enumerate(accs):
+        h, acc = lw.fresh("h"), col[0] if chains == 1 else f"_mm256_add_ps({col[0]}, {col[1]})"
+        lw.emit(f"__m256 {h}v = {acc};")
+        lw.emit(f"__m128 {h} = _mm_add_ps(_mm256_castps256_ps128({h}v), _mm256_extractf128_ps({h}v, 1));")
+        lw.emit(f"{h} = _mm_add_ps({h}, _mm_movehl_ps({h}, {h}));")
+        lw.emit(f"{h} = _mm_add_ss({h}, _mm_movehdup_ps({h}));")
+        lw.emit(f"{lw.elem(c, (0, 0, j))} += _mm_cvtss_f32({h});")
+    lw.close()
+
+
+def _avx2_block(lw, fmt, ap: str, cols, blk: str, accs) -> None:
+    """One block of 32 values: every column's integer block sum, times sa * sb, into its accumulator."""
+    zero_i8 = fmt.name == "i8" and fmt.zero
+    lw.open("{")
     lw.emit(f"const float sa = {lw.rt}::a8_scale({ap} + {blk} * {Q8A.unit_size});")
     lw.emit(f"const __m256i qa = _mm256_loadu_si256(reinterpret_cast<const __m256i*>({ap} + {blk} * 36 + 4));")
     if zero_i8:  # sum qa per lane (maddubs of ones by qa)
         lw.emit("const __m256i suma = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), qa), ones16);")
     for acc, col in zip(accs, cols):
-        sb, z = _scale_zero(lw, fmt, col, blk)
+        sb, z = _scale_zero(lw, fmt, col, blk, f16c=True)
         qb, p = lw.fresh("qb"), lw.fresh("p")
         lw.emit(f"const __m256i {qb} = {_avx2_weights(fmt, _block(fmt, col[0], blk), None if zero_i8 else z)};")
         lw.emit(
@@ -210,17 +237,10 @@ def _avx2_emit(lw, node, binds) -> None:
             lw.emit(f"{p} = _mm256_sub_epi32({p}, _mm256_mullo_epi32(suma, _mm256_set1_epi32({z})));")
         lw.emit(f"{acc} = _mm256_fmadd_ps(_mm256_cvtepi32_ps({p}), _mm256_set1_ps(sa * {sb}), {acc});")
     lw.close()
-    for j, acc in enumerate(accs):
-        h = lw.fresh("h")
-        lw.emit(f"__m128 {h} = _mm_add_ps(_mm256_castps256_ps128({acc}), _mm256_extractf128_ps({acc}, 1));")
-        lw.emit(f"{h} = _mm_add_ps({h}, _mm_movehl_ps({h}, {h}));")
-        lw.emit(f"{h} = _mm_add_ss({h}, _mm_movehdup_ps({h}));")
-        lw.emit(f"{lw.elem(c, (0, 0, j))} += _mm_cvtss_f32({h});")
-    lw.close()
 
 
 def _vector_regs(op, target) -> int:
-    return op.iter_shape[3] + 5  # an accumulator per column; qa, ones, a column's qb and products
+    return 2 * op.iter_shape[3] + 5  # two accumulators per column; qa, ones, a column's qb and products
 
 
 # -- quantize_a: the quantizing copy -----------------------------------------------------------------------
@@ -276,7 +296,7 @@ DOT_INT = KernelDef(
     cost=_dot_cost,
     emit=_avx2_emit,
     doc="n dot products of int8-quantized A with integer weights: AVX2 maddubs sign trick, f32 per block",
-    features=frozenset({"avx2"}),
+    features=frozenset({"avx2", "f16c"}),
     vector_regs=_vector_regs,
 )
 DOT_INT_SCALAR = KernelDef(
