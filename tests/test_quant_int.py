@@ -242,3 +242,42 @@ def test_kernels_match_the_exact_semantics(isa, tmp_path):
         if u.batch == 1:  # against unquantized A: within the documented bound
             bound = aquant.error_bound(a[0], fmt, arrays["b"], arrays.get("b_scales"), arrays.get("b_zeros"))
             assert np.all(np.abs(kern[0] - want[0]) <= bound + tol[0]), (SPECS[i], isa)
+
+
+# -- the Python API and the cost model ---------------------------------------------------------------------
+@pytest.mark.slow  # one small extension
+@pytest.mark.skipif(not HAVE_CXX, reason="no C++ compiler")
+def test_pyapi_takes_an_aquant_spec(pyapi_cache_dir):
+    pytest.importorskip("pybind11")
+    from morello_build.tools import pyapi
+
+    text = "matmul 2x64x3 b=i4:col group=32 scales=f16 zero aquant=i8"
+    (f,) = pyapi.compile_kernels([text], isa="avx2", threads=1)
+    u = parse_spec(text)
+    a, arrays, exact, _, terms = _case(u, np.random.default_rng(5))
+    got = f(
+        a[0],
+        arrays["b"].reshape(u.n, -1),
+        b_scales=arrays["b_scales"].reshape(u.n, -1).view(np.float16),
+        b_zeros=arrays["b_zeros"].reshape(u.n, -1),
+    )
+    assert np.all(np.abs(got - exact[0]) <= _tight(a, exact, terms)[0])
+
+
+def test_cost_counts_bytes_and_instructions():
+    from dataclasses import replace
+
+    from morello_build.ir.levels import Level
+    from morello_build.target.kernels.quant_int import DOT_INT
+
+    target = get_target("avx2", threads=1)
+
+    def feats(b):
+        op = parse_spec(f"matmul 1x4096x1 {b} aquant=i8 accum").to_spec(target.limits()).op
+        op = op.with_operands((replace(op.a, dtype=aquant.Q8A, level=Level.L1), op.b, replace(op.c, level=Level.RF)))
+        assert DOT_INT.applies(op, target)
+        return dict(DOT_INT.cost(op, target))
+
+    q8, q4 = feats("b=q8_0"), feats("b=q4_0")
+    assert q8["gl_line"] == 4096 * 34 // 32 // 64 and q4["gl_line"] == 4096 * 18 // 32 // 64  # A is in L1
+    assert q8["vec_fma"] == q4["vec_fma"] == 4096 // 32 and q4["vec_op"] > q8["vec_op"]  # nibbles cost more
