@@ -34,6 +34,7 @@ CATALOG: tuple[KernelDef, ...] = (
     rows.DOT_F32_ROWS,
     rows.DOT_BF16_ROWS,
     quant.DOT_QUANT,
+    quant_int.DOT_INT_VNNI,
     quant_int.DOT_INT,
     quant_int.DOT_INT_SCALAR,
     moves.VLOAD,

@@ -10,6 +10,9 @@ quantized A (``Q8A`` blocks: f32 sa, 32 int8 qa) with integer weights (i8, i4, q
   FMA'd with ``sa * sb`` into the column's accumulator; one horizontal sum at the end. Exact integer
   block sums, so every ISA computes the same block sums; only the f32 sum over blocks differs in order.
   i8 with a zero point: ``sum qa*q - z * sum qa`` (``q - z`` does not fit an int8).
+- ``dot_int_vnni``: the same with AVX-512 VNNI's ``vpdpbusd`` (u8 by s8, 4 products per int32 lane) in
+  place of ``maddubs`` and ``madd``, on targets whose CPUs have VNNI (avx512_bf16: every CPU with
+  AVX512_BF16 has AVX512_VNNI).
 - ``dot_int_scalar``: the same in plain int32 loops (the scalar target, and any other's fallback).
 """
 
@@ -57,11 +60,11 @@ def _operand_lines(op, n: int) -> Features:
     return lines_read(op.a) + streams_read(op.b, n) + Features.of(gl_line=scale_lines)
 
 
-def _dot_cost(op, target) -> Features:
+def _dot_cost(op, target, vnni: bool = False) -> Features:
     fmt, (_, _, k, n) = op.b.dtype, op.iter_shape
     blocks = k // BLOCK
     zero_i8 = fmt.name == "i8" and fmt.zero
-    per_col = _WIDEN_OPS[fmt.name] + _DOT_OPS + 3 * zero_i8
+    per_col = _WIDEN_OPS[fmt.name] + _DOT_OPS - vnni + 3 * zero_i8  # vpdpbusd: maddubs and madd in one
     feats = Features.of(
         vec_load=blocks * (1 + n),
         vec_op=blocks * (n * per_col + 2 * zero_i8),
@@ -192,21 +195,22 @@ def _avx2_weights(fmt, p: str, z) -> str:
     return f"_mm256_sub_epi8({nib}, _mm256_set1_epi8(static_cast<char>({z or 8})))"
 
 
-def _avx2_emit(lw, node, binds) -> None:
-    a, b, c, n, ap, cols, blk = _prologue(lw, node, binds, "dot_int")
+def _avx2_emit(lw, node, binds, vnni: bool = False) -> None:
+    a, b, c, n, ap, cols, blk = _prologue(lw, node, binds, "dot_int_vnni" if vnni else "dot_int")
     fmt, k = b.dtype, node.spec.op.iter_shape[2]
     blocks = k // BLOCK
     chains = 2 if blocks > 1 else 1  # two FMA chains per column (even and odd blocks): latency, not FMAs, binds
     accs = [[lw.fresh("acc") for _ in range(chains)] for _ in range(n)]
     lw.emit("__m256 " + ", ".join(f"{x} = _mm256_setzero_ps()" for col in accs for x in col) + ";")
-    lw.emit("const __m256i ones16 = _mm256_set1_epi16(1);")
+    if not vnni:
+        lw.emit("const __m256i ones16 = _mm256_set1_epi16(1);")
     if chains == 2:
         lw.open(f"for (ix {blk} = 0; {blk} + 1 < {blocks}; {blk} += 2) {{")
-        _avx2_block(lw, fmt, ap, cols, blk, [col[0] for col in accs])
-        _avx2_block(lw, fmt, ap, cols, f"({blk} + 1)", [col[1] for col in accs])
+        _avx2_block(lw, fmt, ap, cols, blk, [col[0] for col in accs], vnni)
+        _avx2_block(lw, fmt, ap, cols, f"({blk} + 1)", [col[1] for col in accs], vnni)
         lw.close()
     if blocks % 2 or chains == 1:
-        _avx2_block(lw, fmt, ap, cols, str(blocks - 1), [col[0] for col in accs])
+        _avx2_block(lw, fmt, ap, cols, str(blocks - 1), [col[0] for col in accs], vnni)
     for j, col in enumerate(accs):
         h, acc = lw.fresh("h"), col[0] if chains == 1 else f"_mm256_add_ps({col[0]}, {col[1]})"
         lw.emit(f"__m256 {h}v = {acc};")
@@ -217,22 +221,27 @@ def _avx2_emit(lw, node, binds) -> None:
     lw.close()
 
 
-def _avx2_block(lw, fmt, ap: str, cols, blk: str, accs) -> None:
+def _products(u: str, s: str, vnni: bool) -> str:
+    """8 int32 lanes, each the sum of 4 products of u8 ``u`` by s8 ``s``: maddubs then madd by ones (pairs
+    of products at most 2 * 128 * 127, under 2^15), or one VNNI vpdpbusd."""
+    if vnni:
+        return f"_mm256_dpbusd_epi32(_mm256_setzero_si256(), {u}, {s})"
+    return f"_mm256_madd_epi16(_mm256_maddubs_epi16({u}, {s}), ones16)"
+
+
+def _avx2_block(lw, fmt, ap: str, cols, blk: str, accs, vnni: bool) -> None:
     """One block of 32 values: every column's integer block sum, times sa * sb, into its accumulator."""
     zero_i8 = fmt.name == "i8" and fmt.zero
     lw.open("{")
     lw.emit(f"const float sa = {lw.rt}::a8_scale({ap} + {blk} * {Q8A.unit_size});")
     lw.emit(f"const __m256i qa = _mm256_loadu_si256(reinterpret_cast<const __m256i*>({ap} + {blk} * 36 + 4));")
     if zero_i8:  # sum qa per lane (maddubs of ones by qa)
-        lw.emit("const __m256i suma = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), qa), ones16);")
+        lw.emit(f"const __m256i suma = {_products('_mm256_set1_epi8(1)', 'qa', vnni)};")
     for acc, col in zip(accs, cols):
         sb, z = _scale_zero(lw, fmt, col, blk, f16c=True)
         qb, p = lw.fresh("qb"), lw.fresh("p")
         lw.emit(f"const __m256i {qb} = {_avx2_weights(fmt, _block(fmt, col[0], blk), None if zero_i8 else z)};")
-        lw.emit(
-            f"__m256i {p} = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8({qb}, {qb}), "
-            f"_mm256_sign_epi8(qa, {qb})), ones16);"
-        )
+        lw.emit(f"__m256i {p} = {_products(f'_mm256_sign_epi8({qb}, {qb})', f'_mm256_sign_epi8(qa, {qb})', vnni)};")
         if zero_i8:
             lw.emit(f"{p} = _mm256_sub_epi32({p}, _mm256_mullo_epi32(suma, _mm256_set1_epi32({z})));")
         lw.emit(f"{acc} = _mm256_fmadd_ps(_mm256_cvtepi32_ps({p}), _mm256_set1_ps(sa * {sb}), {acc});")
@@ -297,6 +306,17 @@ DOT_INT = KernelDef(
     emit=_avx2_emit,
     doc="n dot products of int8-quantized A with integer weights: AVX2 maddubs sign trick, f32 per block",
     features=frozenset({"avx2", "f16c"}),
+    vector_regs=_vector_regs,
+)
+DOT_INT_VNNI = KernelDef(
+    name="dot_int_vnni",
+    kind="matmul",
+    vector=True,
+    applies=_dot_applies,
+    cost=lambda op, target: _dot_cost(op, target, vnni=True),
+    emit=lambda lw, node, binds: _avx2_emit(lw, node, binds, vnni=True),
+    doc="dot_int with AVX-512 VNNI's vpdpbusd (on ymm, AVX512VL) in place of maddubs and madd",
+    features=frozenset({"avx512vnni", "avx512vl", "f16c"}),
     vector_regs=_vector_regs,
 )
 DOT_INT_SCALAR = KernelDef(
