@@ -121,7 +121,8 @@ def _scale_zero(lw, fmt, col, blk: str, f16c: bool = False):
     if fmt.block:
         p = f"({_block(fmt, bp, blk)})"
         if f16c:
-            return f"_cvtsh_ss(static_cast<unsigned short>({p}[0] | ({p}[1] << 8)))", None
+            bits = f"[&] {{ uint16_t d; std::memcpy(&d, {p}, 2); return d; }}()"  # one 16-bit load
+            return f"_cvtsh_ss({bits})", None
         return f"{lw.rt}::block_scale({p})", None
     g = f"{blk} / {fmt.group // BLOCK}" if fmt.group > BLOCK else blk
     z = f"int32_t({zp}[{g}])" if fmt.zero else ("8" if fmt.name == "i4" else None)
