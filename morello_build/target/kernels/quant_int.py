@@ -24,7 +24,7 @@ from morello_build.ir.spec import Level
 from morello_build.synth.cost import Features, lines_from, lines_read, streams_read
 from morello_build.target.kernels.common import F32, KernelDef, columns_unit_stride
 
-MAX_COLS = 4
+MAX_COLS = 4  # rows x columns of C per kernel (decode: one row, a few columns; small batches: rows share B)
 # Vector instructions turning one block of a format's weights into 32 int8 lanes of qb - z.
 _WIDEN_OPS = {"q8_0": 0, "i8": 0, "q4_0": 5, "i4": 7}
 _DOT_OPS = 6  # abs, sign, maddubs, madd, convert, broadcast of sa * sb (the FMA counted apart)
@@ -37,8 +37,7 @@ def _dot_applies(op, target, max_cols: int = MAX_COLS) -> bool:
     fmt = op.b.dtype
     return (
         b == 1
-        and m == 1
-        and n <= max_cols
+        and m * n <= max_cols
         and op.accum
         and op.a.dtype == Q8A
         and op.a.level.is_memory
@@ -61,34 +60,38 @@ def _operand_lines(op, n: int) -> Features:
 
 
 def _dot_cost(op, target, vnni: bool = False) -> Features:
-    fmt, (_, _, k, n) = op.b.dtype, op.iter_shape
+    """Per block: each column's weights widened once (and |qb|), then per row and column the products,
+    their sum to int32 lanes, the conversion and the FMA by sa * sb."""
+    fmt, (_, m, k, n) = op.b.dtype, op.iter_shape
     blocks = k // BLOCK
     zero_i8 = fmt.name == "i8" and fmt.zero
-    per_col = _WIDEN_OPS[fmt.name] + _DOT_OPS - vnni + 3 * zero_i8  # vpdpbusd: maddubs and madd in one
+    per_col = _WIDEN_OPS[fmt.name] + 1  # the weights, and |qb|
+    per_pair = _DOT_OPS - 1 - vnni + 3 * zero_i8  # vpdpbusd: maddubs and madd in one
     feats = Features.of(
-        vec_load=blocks * (1 + n),
-        vec_op=blocks * (n * per_col + 2 * zero_i8),
-        vec_fma=blocks * n,
-        scalar_op=blocks * n * (2 + fmt.zero),
-        hsum=n,
+        vec_load=blocks * (m + n),
+        vec_op=blocks * (n * per_col + m * n * per_pair + 2 * m * zero_i8),
+        vec_fma=blocks * m * n,
+        scalar_op=blocks * n * (1 + fmt.zero + m),
+        hsum=m * n,
         loop_iter=blocks,
     )
     return feats + _operand_lines(op, n)
 
 
 def _scalar_cost(op, target) -> Features:
-    fmt, (_, _, k, n) = op.b.dtype, op.iter_shape
+    fmt, (_, m, k, n) = op.b.dtype, op.iter_shape
     blocks = k // BLOCK
-    feats = Features.of(scalar_op=blocks * n * (2 * BLOCK + 3 + fmt.zero), loop_iter=blocks)
+    feats = Features.of(scalar_op=blocks * m * n * (2 * BLOCK + 3 + fmt.zero), loop_iter=blocks)
     return feats + _operand_lines(op, n)
 
 
 # -- emitters ---------------------------------------------------------------------------------------------
-def _pointers(lw, a, b, n: int):
-    """The C pointers of A's first block and each column's first unit, scales and zero points."""
+def _pointers(lw, a, b, m: int, n: int):
+    """The C pointers of each A row's first block and each column's first unit, scales and zero points."""
     fmt = b.dtype
-    ap = lw.fresh("ap")
-    lw.emit(f"const uint8_t* {ap} = {lw.unit_ptr(a, (0, 0, 0))};")
+    aps = [lw.fresh("ap") for _ in range(m)]
+    for r, ap in enumerate(aps):
+        lw.emit(f"const uint8_t* {ap} = {lw.unit_ptr(a, (0, r, 0))};")
     cols = []
     for j in range(n):
         bp = lw.fresh("bp")
@@ -98,15 +101,16 @@ def _pointers(lw, a, b, n: int):
             extra[suffix] = lw.fresh(suffix[0] + "p")
             lw.emit(f"const {ctype}* {extra[suffix]} = {b.root}_{suffix} + {lw.group_index(b, (0, 0, j))};")
         cols.append((bp, extra.get("scales"), extra.get("zeros")))
-    return ap, cols
+    return aps, cols
 
 
-def _check_operands(lw, a, b, n: int, name: str) -> None:
+def _check_operands(lw, a, b, m: int, n: int, name: str) -> None:
     for j in range(n):
         if b.shape[1] > 1 and lw.step(b, (0, 0, j), (0, 1, j)) != 1:
             raise lw.error(f"{name}: a B column is not contiguous along K")
-    if lw.step(a, (0, 0, 0), (0, 0, 1)) != 1:
-        raise lw.error(f"{name}: A is not contiguous along K")
+    for r in range(m):
+        if lw.step(a, (0, r, 0), (0, r, 1)) != 1:
+            raise lw.error(f"{name}: a row of A is not contiguous along K")
 
 
 def _block(fmt, bp: str, blk: str) -> str:
@@ -133,51 +137,58 @@ def _scale_zero(lw, fmt, col, blk: str, f16c: bool = False):
 
 def _prologue(lw, node, binds, name: str):
     a, b, c = binds
-    n = node.spec.op.iter_shape[3]
+    _, m, k, n = node.spec.op.iter_shape
     if c.level != Level.RF:
         raise lw.error(f"{name} accumulates into scalar registers")
-    _check_operands(lw, a, b, n, name)
+    _check_operands(lw, a, b, m, n, name)
     lw.open("{")
-    lw.emit(f"// {name}: {n} column(s) of {b.dtype} weights · A quantized to int8 (aquant=i8), K = {a.shape[2]}")
-    ap, cols = _pointers(lw, a, b, n)
-    blk = lw.fresh("blk")
-    return a, b, c, n, ap, cols, blk
+    lw.emit(f"// {name}: {m} row(s) of A quantized to int8 (aquant=i8) · {n} column(s) of {b.dtype}, K = {k}")
+    aps, cols = _pointers(lw, a, b, m, n)
+    return c, aps, cols, lw.fresh("blk")
 
 
 def _scalar_emit(lw, node, binds) -> None:
-    a, b, c, n, ap, cols, blk = _prologue(lw, node, binds, "dot_int_scalar")
-    fmt, k = b.dtype, node.spec.op.iter_shape[2]
-    accs = [lw.fresh("acc") for _ in range(n)]
-    lw.emit("float " + ", ".join(f"{x} = 0.0f" for x in accs) + ";")
+    c, aps, cols, blk = _prologue(lw, node, binds, "dot_int_scalar")
+    fmt, (_, m, k, n) = binds[1].dtype, node.spec.op.iter_shape
+    accs = [[lw.fresh("acc") for _ in range(n)] for _ in range(m)]
+    lw.emit("float " + ", ".join(f"{x} = 0.0f" for row in accs for x in row) + ";")
     lw.open(f"for (ix {blk} = 0; {blk} < {k // BLOCK}; ++{blk}) {{")
-    lw.emit(f"const float sa = {lw.rt}::a8_scale({ap} + {blk} * {Q8A.unit_size});")
-    lw.emit(f"const int8_t* qa = reinterpret_cast<const int8_t*>({ap} + {blk} * {Q8A.unit_size} + 4);")
-    for acc, col in zip(accs, cols):
-        sb, z = _scale_zero(lw, fmt, col, blk)
-        q = lw.fresh("q")
-        lw.emit(f"const {fmt.ctype}* {q} = {_block(fmt, col[0], blk)};")
-        s = lw.fresh("s")
-        lw.emit(f"int32_t {s} = 0;")
-        zt = f" - {z}" if z else ""
-        if fmt.name == "q8_0":
-            lw.emit(f"for (int e = 0; e < 32; ++e) {s} += int32_t(qa[e]) * int32_t(int8_t({q}[2 + e]));")
-        elif fmt.name == "q4_0":
-            lw.emit(
-                f"for (int e = 0; e < 16; ++e) {s} += int32_t(qa[e]) * (int32_t({q}[2 + e] & 15) - 8)"
-                f" + int32_t(qa[e + 16]) * (int32_t({q}[2 + e] >> 4) - 8);"
-            )
-        elif fmt.name == "i8":
-            lw.emit(f"for (int e = 0; e < 32; ++e) {s} += int32_t(qa[e]) * (int32_t({q}[e]){zt});")
-        else:
-            lw.emit(
-                f"for (int e = 0; e < 16; ++e) {s} += int32_t(qa[2 * e]) * (int32_t({q}[e] & 15){zt})"
-                f" + int32_t(qa[2 * e + 1]) * (int32_t({q}[e] >> 4){zt});"
-            )
-        lw.emit(f"{acc} += (sa * {sb}) * float({s});")
+    for ap, row in zip(aps, accs):
+        lw.open("{")
+        lw.emit(f"const float sa = {lw.rt}::a8_scale({ap} + {blk} * {Q8A.unit_size});")
+        lw.emit(f"const int8_t* qa = reinterpret_cast<const int8_t*>({ap} + {blk} * {Q8A.unit_size} + 4);")
+        for acc, col in zip(row, cols):
+            _scalar_block(lw, fmt, col, blk, acc)
+        lw.close()
     lw.close()
-    for j, acc in enumerate(accs):
-        lw.emit(f"{lw.elem(c, (0, 0, j))} += {acc};")
+    for r, row in enumerate(accs):
+        for j, acc in enumerate(row):
+            lw.emit(f"{lw.elem(c, (0, r, j))} += {acc};")
     lw.close()
+
+
+def _scalar_block(lw, fmt, col, blk: str, acc: str) -> None:
+    """acc += sa * sb * (the block's int32 sum of qa * (qb - z)), for one row (sa, qa) and column."""
+    sb, z = _scale_zero(lw, fmt, col, blk)
+    q, s = lw.fresh("q"), lw.fresh("s")
+    lw.emit(f"const {fmt.ctype}* {q} = {_block(fmt, col[0], blk)};")
+    lw.emit(f"int32_t {s} = 0;")
+    zt = f" - {z}" if z else ""
+    if fmt.name == "q8_0":
+        lw.emit(f"for (int e = 0; e < 32; ++e) {s} += int32_t(qa[e]) * int32_t(int8_t({q}[2 + e]));")
+    elif fmt.name == "q4_0":
+        lw.emit(
+            f"for (int e = 0; e < 16; ++e) {s} += int32_t(qa[e]) * (int32_t({q}[2 + e] & 15) - 8)"
+            f" + int32_t(qa[e + 16]) * (int32_t({q}[2 + e] >> 4) - 8);"
+        )
+    elif fmt.name == "i8":
+        lw.emit(f"for (int e = 0; e < 32; ++e) {s} += int32_t(qa[e]) * (int32_t({q}[e]){zt});")
+    else:
+        lw.emit(
+            f"for (int e = 0; e < 16; ++e) {s} += int32_t(qa[2 * e]) * (int32_t({q}[e] & 15){zt})"
+            f" + int32_t(qa[2 * e + 1]) * (int32_t({q}[e] >> 4){zt});"
+        )
+    lw.emit(f"{acc} += (sa * {sb}) * float({s});")
 
 
 def _avx2_weights(fmt, p: str, z) -> str:
@@ -197,28 +208,33 @@ def _avx2_weights(fmt, p: str, z) -> str:
 
 
 def _avx2_emit(lw, node, binds, vnni: bool = False) -> None:
-    a, b, c, n, ap, cols, blk = _prologue(lw, node, binds, "dot_int_vnni" if vnni else "dot_int")
-    fmt, k = b.dtype, node.spec.op.iter_shape[2]
+    c, aps, cols, blk = _prologue(lw, node, binds, "dot_int_vnni" if vnni else "dot_int")
+    fmt, (_, m, k, n) = binds[1].dtype, node.spec.op.iter_shape
     blocks = k // BLOCK
-    chains = 2 if blocks > 1 else 1  # two FMA chains per column (even and odd blocks): latency, not FMAs, binds
-    accs = [[lw.fresh("acc") for _ in range(chains)] for _ in range(n)]
-    lw.emit("__m256 " + ", ".join(f"{x} = _mm256_setzero_ps()" for col in accs for x in col) + ";")
+    chains = 2 if blocks > 1 else 1  # two FMA chains per output (even and odd blocks): latency, not FMAs, binds
+    accs = [[[lw.fresh("acc") for _ in range(chains)] for _ in range(n)] for _ in range(m)]
+    lw.emit("__m256 " + ", ".join(f"{x} = _mm256_setzero_ps()" for r in accs for o in r for x in o) + ";")
     if not vnni:
         lw.emit("const __m256i ones16 = _mm256_set1_epi16(1);")
+
+    def chain(i):
+        return [[o[i] for o in row] for row in accs]
+
     if chains == 2:
         lw.open(f"for (ix {blk} = 0; {blk} + 1 < {blocks}; {blk} += 2) {{")
-        _avx2_block(lw, fmt, ap, cols, blk, [col[0] for col in accs], vnni)
-        _avx2_block(lw, fmt, ap, cols, f"({blk} + 1)", [col[1] for col in accs], vnni)
+        _avx2_block(lw, fmt, aps, cols, blk, chain(0), vnni)
+        _avx2_block(lw, fmt, aps, cols, f"({blk} + 1)", chain(1), vnni)
         lw.close()
     if blocks % 2 or chains == 1:
-        _avx2_block(lw, fmt, ap, cols, str(blocks - 1), [col[0] for col in accs], vnni)
-    for j, col in enumerate(accs):
-        h, acc = lw.fresh("h"), col[0] if chains == 1 else f"_mm256_add_ps({col[0]}, {col[1]})"
-        lw.emit(f"__m256 {h}v = {acc};")
-        lw.emit(f"__m128 {h} = _mm_add_ps(_mm256_castps256_ps128({h}v), _mm256_extractf128_ps({h}v, 1));")
-        lw.emit(f"{h} = _mm_add_ps({h}, _mm_movehl_ps({h}, {h}));")
-        lw.emit(f"{h} = _mm_add_ss({h}, _mm_movehdup_ps({h}));")
-        lw.emit(f"{lw.elem(c, (0, 0, j))} += _mm_cvtss_f32({h});")
+        _avx2_block(lw, fmt, aps, cols, str(blocks - 1), chain(0), vnni)
+    for r, row in enumerate(accs):
+        for j, o in enumerate(row):
+            h, acc = lw.fresh("h"), o[0] if chains == 1 else f"_mm256_add_ps({o[0]}, {o[1]})"
+            lw.emit(f"__m256 {h}v = {acc};")
+            lw.emit(f"__m128 {h} = _mm_add_ps(_mm256_castps256_ps128({h}v), _mm256_extractf128_ps({h}v, 1));")
+            lw.emit(f"{h} = _mm_add_ps({h}, _mm_movehl_ps({h}, {h}));")
+            lw.emit(f"{h} = _mm_add_ss({h}, _mm_movehdup_ps({h}));")
+            lw.emit(f"{lw.elem(c, (0, r, j))} += _mm_cvtss_f32({h});")
     lw.close()
 
 
@@ -230,27 +246,40 @@ def _products(u: str, s: str, vnni: bool) -> str:
     return f"_mm256_madd_epi16(_mm256_maddubs_epi16({u}, {s}), ones16)"
 
 
-def _avx2_block(lw, fmt, ap: str, cols, blk: str, accs, vnni: bool) -> None:
-    """One block of 32 values: every column's integer block sum, times sa * sb, into its accumulator."""
+def _avx2_block(lw, fmt, aps, cols, blk: str, accs, vnni: bool) -> None:
+    """One block of 32 values: each column's weights widened once (and |qb|), then for every row its
+    integer block sum with that column, times sa * sb, into the row and column's accumulator."""
     zero_i8 = fmt.name == "i8" and fmt.zero
     lw.open("{")
-    lw.emit(f"const float sa = {lw.rt}::a8_scale({ap} + {blk} * {Q8A.unit_size});")
-    lw.emit(f"const __m256i qa = _mm256_loadu_si256(reinterpret_cast<const __m256i*>({ap} + {blk} * 36 + 4));")
-    if zero_i8:  # sum qa per lane (maddubs of ones by qa)
-        lw.emit(f"const __m256i suma = {_products('_mm256_set1_epi8(1)', 'qa', vnni)};")
-    for acc, col in zip(accs, cols):
+    sas, qas = [], []
+    for ap in aps:
+        sas.append(lw.fresh("sa"))
+        qas.append(lw.fresh("qa"))
+        lw.emit(f"const float {sas[-1]} = {lw.rt}::a8_scale({ap} + {blk} * {Q8A.unit_size});")
+        lw.emit(
+            f"const __m256i {qas[-1]} = _mm256_loadu_si256(reinterpret_cast<const __m256i*>({ap} + {blk} * 36 + 4));"
+        )
+        if zero_i8:  # sum qa per lane (maddubs of ones by qa)
+            lw.emit(f"const __m256i {qas[-1]}s = {_products('_mm256_set1_epi8(1)', qas[-1], vnni)};")
+    for j, col in enumerate(cols):
         sb, z = _scale_zero(lw, fmt, col, blk, f16c=True)
-        qb, p = lw.fresh("qb"), lw.fresh("p")
+        qb, sbv = lw.fresh("qb"), lw.fresh("sb")
         lw.emit(f"const __m256i {qb} = {_avx2_weights(fmt, _block(fmt, col[0], blk), None if zero_i8 else z)};")
-        lw.emit(f"__m256i {p} = {_products(f'_mm256_sign_epi8({qb}, {qb})', f'_mm256_sign_epi8(qa, {qb})', vnni)};")
-        if zero_i8:
-            lw.emit(f"{p} = _mm256_sub_epi32({p}, _mm256_mullo_epi32(suma, _mm256_set1_epi32({z})));")
-        lw.emit(f"{acc} = _mm256_fmadd_ps(_mm256_cvtepi32_ps({p}), _mm256_set1_ps(sa * {sb}), {acc});")
+        lw.emit(f"const __m256i {qb}u = _mm256_sign_epi8({qb}, {qb});")
+        lw.emit(f"const float {sbv} = {sb};")
+        for r, (sa, qa) in enumerate(zip(sas, qas)):
+            p = lw.fresh("p")
+            lw.emit(f"__m256i {p} = {_products(f'{qb}u', f'_mm256_sign_epi8({qa}, {qb})', vnni)};")
+            if zero_i8:
+                lw.emit(f"{p} = _mm256_sub_epi32({p}, _mm256_mullo_epi32({qa}s, _mm256_set1_epi32({z})));")
+            acc = accs[r][j]
+            lw.emit(f"{acc} = _mm256_fmadd_ps(_mm256_cvtepi32_ps({p}), _mm256_set1_ps({sa} * {sbv}), {acc});")
     lw.close()
 
 
 def _vector_regs(op, target) -> int:
-    return 2 * op.iter_shape[3] + 5  # two accumulators per column; qa, ones, a column's qb and products
+    _, m, _, n = op.iter_shape
+    return 2 * m * n + m + 4  # two accumulators per output, each row's qa; ones, a column's qb, |qb|, products
 
 
 # -- quantize_a: the quantizing copy -----------------------------------------------------------------------
