@@ -41,7 +41,7 @@ def _dot_applies(op, target, max_cols: int = MAX_COLS) -> bool:
         and op.accum
         and op.a.dtype == Q8A
         and op.a.level.is_memory
-        and op.a.unit_stride(2)
+        and op.a.tile((1, 1, k)).unit_stride(2)  # each row dense along K
         and is_format(fmt)
         and fmt.name in WEIGHTS
         and op.b.level.is_memory
@@ -292,8 +292,8 @@ def _quantize_applies(op, target) -> bool:
         and dst.level.is_memory
         and src.shape[0] == 1
         and src.shape[2] % BLOCK == 0
-        and src.unit_stride(2)
-        and dst.unit_stride(2)
+        and src.tile((1, 1, src.shape[2])).unit_stride(2)  # each row dense along K
+        and dst.tile((1, 1, dst.shape[2])).unit_stride(2)
     )
 
 
