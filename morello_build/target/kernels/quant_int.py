@@ -7,9 +7,12 @@ quantized A (``Q8A`` blocks: f32 sa, 32 int8 qa) with integer weights (i8, i4, q
   of 32, each column's 32 integer weights in one ymm of int8 (``qb - z``), then ggml's sign trick
   (``mul_sum_i8_pairs``: ``maddubs`` multiplies u8 by s8, so |qb| times qa with qb's sign; |qb| <= 128 and
   |qa| <= 127 keep a pair's sum under 2^15), ``madd`` by ones to 8 int32 lanes, converted to f32 and
-  FMA'd with ``sa * sb`` into the column's accumulator; one horizontal sum at the end. Exact integer
-  block sums, so every ISA computes the same block sums; only the f32 sum over blocks differs in order.
-  i8 with a zero point: ``sum qa*q - z * sum qa`` (``q - z`` does not fit an int8).
+  FMA'd with ``sa * sb`` into the output's accumulator (two chains: even and odd blocks); one horizontal
+  sum at the end. Up to 4 outputs (rows x columns) per kernel: a column's weights (and |qb|) are widened
+  once for all rows (small batches). (ggml takes |qa| and qb's sign instead: wrong for a q8_0 weight of
+  -128, whose negation overflows.) Exact integer block sums, so every ISA computes the same block sums;
+  only the f32 sum over blocks differs in order. i8 with a zero point: ``sum qa*q - z * sum qa`` (``q - z``
+  does not fit an int8).
 - ``dot_int_vnni``: the same with AVX-512 VNNI's ``vpdpbusd`` (u8 by s8, 4 products per int32 lane) in
   place of ``maddubs`` and ``madd``, on targets whose CPUs have VNNI (avx512_bf16: every CPU with
   AVX512_BF16 has AVX512_VNNI).
