@@ -172,7 +172,7 @@ def _forced(spec: str, isa: str, plan):
 
 
 def _supported(isa):
-    flags = {f.replace("avx512_bf16", "avx512bf16") for f in cpu_flags()}
+    flags = {f.replace("avx512_bf16", "avx512bf16").replace("avx512_vnni", "avx512vnni") for f in cpu_flags()}
     return isa == "scalar" or get_target(isa).features - {"highway"} <= flags
 
 

@@ -31,7 +31,7 @@ pytestmark = pytest.mark.skipif(shutil.which(cxx().split()[0]) is None, reason="
 
 
 def _runnable_isas() -> list[str]:
-    flags = {f.replace("avx512_bf16", "avx512bf16") for f in cpu_flags()}
+    flags = {f.replace("avx512_bf16", "avx512bf16").replace("avx512_vnni", "avx512vnni") for f in cpu_flags()}
     isas = ["scalar"]
     for isa in ("avx2", "avx512", "avx512_bf16"):
         if get_target(isa).features <= flags:

@@ -87,7 +87,7 @@ def test_targets_carry_machine_and_isa_facts():
     avx2, bf16 = TARGETS["avx2"], TARGETS["avx512_bf16"]
     assert avx2.attr == '__attribute__((target("avx2,fma,f16c")))' and avx2.cpu_features == ("avx2", "fma", "f16c")
     assert dict(avx2.cpu_check)["leaf1_ecx"] == 1 << 12 | 1 << 29  # FMA, F16C: CPUID.1:ECX bits 12, 29
-    assert bf16.target_attr == "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512bf16"
+    assert bf16.target_attr == "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx512vnni"
     assert bf16.helpers == "avx512" and all(t.has("f16c") for t in TARGETS.values() if t.lanes)
     assert TARGETS["highway"].helpers == "hwy_avx2" and "bmi2" in TARGETS["highway"].target_attr
     with pytest.raises(ValueError, match="line size"):

@@ -172,7 +172,13 @@ def test_bad_num_threads_is_reported_once(probe_gcc, value):
 
 
 # /proc/cpuinfo's names for the features whose CPUID_BITS name differs.
-_KERNEL_NAMES = {"sse4.2": "sse4_2", "pclmul": "pclmulqdq", "bmi": "bmi1", "avx512bf16": "avx512_bf16"}
+_KERNEL_NAMES = {
+    "sse4.2": "sse4_2",
+    "pclmul": "pclmulqdq",
+    "bmi": "bmi1",
+    "avx512bf16": "avx512_bf16",
+    "avx512vnni": "avx512_vnni",
+}
 
 
 def test_cpu_check_agrees_with_the_kernel(probe_gcc):

@@ -37,6 +37,12 @@ OUR_QUANT_SPECS = [
     ("i8 channel", "i8ch", "matmul {m}x{k}x{n} a=f32 b=i8:col group=channel scales=f32 c=f32"),
     ("q4_0", "q4_0", "matmul {m}x{k}x{n} a=f32 b=q4_0:col c=f32"),
     ("i4 g32", "q4_0", "matmul {m}x{k}x{n} a=f32 b=i4:col group=32 scales=f16 c=f32"),
+    # aquant=i8: A quantized to int8 per block of 32 in the kernel, integer dot products (README "Activation
+    # quantization"); checked against the int8-activation bound, like ggml's and ONNX Runtime's int8 paths.
+    ("q8_0 aquant", "q8_0", "matmul {m}x{k}x{n} a=f32 b=q8_0:col c=f32 aquant=i8"),
+    ("i8 g32 aquant", "q8_0", "matmul {m}x{k}x{n} a=f32 b=i8:col group=32 scales=f16 c=f32 aquant=i8"),
+    ("q4_0 aquant", "q4_0", "matmul {m}x{k}x{n} a=f32 b=q4_0:col c=f32 aquant=i8"),
+    ("i4 g32 aquant", "q4_0", "matmul {m}x{k}x{n} a=f32 b=i4:col group=32 scales=f16 c=f32 aquant=i8"),
 ]
 # f16 weights: the bf16 copies' values (|v| in [2^-8, 1), 8-bit mantissas: exact in f16), so the bf16 reference.
 OUR_F16_SPEC = "matmul {m}x{k}x{n} a=f32 b=f16:col c=f32"
@@ -172,7 +178,7 @@ class Workload:
                 self.errors.append(f"ours {kernels[0].spec}: skipped (parameters {kernels[0].params} not adapted)")
                 continue
             for mi, kern in enumerate(kernels):
-                int8_act = any(t in kern.spec for t in (" a=i8", " a=q8"))  # activations quantized in the kernel
+                int8_act = " aquant=i8" in kern.spec  # activations quantized in the kernel
                 self._add(mi, peers.our_impl(f"ours {name}", values, kern, self.xs[mi], args, int8_act))
 
     def _ours_f16(self):

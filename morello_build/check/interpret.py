@@ -30,6 +30,7 @@ import itertools
 import ml_dtypes
 import numpy as np
 
+from morello_build.ir import aquant
 from morello_build.ir.formats import is_format
 from morello_build.ir.impl import Accum, Kernel, Loop, MoveImpl, PairAccum, Seq
 from morello_build.ir.spec import DType, Spec
@@ -46,8 +47,8 @@ class InterpretError(AssertionError):
 def np_dtype(dtype: DType) -> np.dtype:
     """A weight format's logical array is its values: f16 and e4m3 as themselves, the quantized
     formats dequantized to f32 (formats.dequantize; their storage is tested on its own)."""
-    if is_format(dtype):
-        return np.dtype(FORMAT_NP.get(dtype.name, np.float32))
+    if is_format(dtype) or aquant.is_quantized_a(dtype):  # quantized A: f32 (ir/aquant.py)
+        return np.dtype(FORMAT_NP.get(getattr(dtype, "name", ""), np.float32))
     return NP_DTYPES[dtype]
 
 
@@ -108,6 +109,9 @@ def _kernel(impl: Kernel, arrays, extras) -> None:
     k = BY_NAME.get(impl.name)
     if k is None or k.kind != op.kind or (op.epilogue and not k.epilogue):
         raise InterpretError(f"kernel {impl.name} does not implement a {op.describe() if op.epilogue else op.kind}")
+    if k.name == "quantize_a":  # its buffer's logical values: sa * qa per block (ir/aquant.py)
+        arrays[1][...] = aquant.fake_quantize(arrays[0])
+        return
     for i, value in zip(op.outputs, op.definition.evaluate(op, arrays, np.float32, extras)):
         arrays[i][...] = value.astype(arrays[i].dtype)
 

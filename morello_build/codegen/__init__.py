@@ -24,6 +24,7 @@ from pathlib import Path
 
 from morello_build import __version__
 from morello_build.codegen.lower import CodegenError, lower
+from morello_build.ir import aquant
 from morello_build.ir.epilogue import TERMS
 from morello_build.ir.formats import is_format
 from morello_build.ir.grammar import UserSpec, format_spec
@@ -140,7 +141,7 @@ class _Operand:
 
 
 # The type-erased element codes: 0 float, 1 bf16 bits, 2 uint8_t bytes, 3 int8_t, 4 f16 bits.
-ERASED_CODES = {"f32": 0, "bf16": 1, "uint8_t": 2, "int8_t": 3, "f16": 4}
+ERASED_CODES = {"f32": 0, "bf16": 1, "uint8_t": 2, "int8_t": 3, "f16": 4, aquant.F32Q8.value: 0}
 
 
 def _format_operands(user: UserSpec, name: str = "b") -> tuple[_Operand, ...]:
@@ -283,6 +284,7 @@ def _reference_context(user: UserSpec, rt: str) -> dict:
         store[name] = f"::{rt}::f32_to_bf16(acc)" if bf16 else "acc"
     fmt = user.dtypes[1] if is_format(user.dtypes[1]) else None
     return {
+        "aquant": aquant.is_quantized_a(user.dtypes[0]),
         "weight_format": fmt and fmt.value,
         "weight_value": fmt and _WEIGHT_VALUES.get(fmt.name),
         "extent": dict(zip(op.iter_names, user.iter_shape)),

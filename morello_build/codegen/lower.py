@@ -201,6 +201,7 @@ class Lowerer:
             root = self.fresh("buf")
             n = buf.layout.buffer_elements(buf.shape)
             padded = n > prod(buf.shape)  # zeroed padding: deterministic, sanitizer-clean
+            n = buf.dtype.storage_elems(n) if is_format(buf.dtype) else n  # quantized A's blocks (ir/aquant.py)
             if level.alloc == Alloc.SCRATCH:  # too big for the stack of a pool's worker thread
                 self.emit(f"{self.rt}::Scratch<{buf.dtype.ctype}> {root}_owner({n}, {str(padded).lower()});")
                 self.emit(f"{buf.dtype.ctype}* const {root} = {root}_owner.data;")

@@ -21,6 +21,7 @@ from __future__ import annotations
 from functools import lru_cache
 from math import prod
 
+from morello_build.ir import aquant
 from morello_build.ir.epilogue import NO_EPILOGUE, Epilogue
 from morello_build.ir.formats import from_value
 from morello_build.ir.layout import Digit, Layout
@@ -59,7 +60,7 @@ def coord_size(mode: str, c: int) -> int:
 @lru_cache(maxsize=4096)
 def _dtype(text: str):
     """A key's dtype: a DType, or a weight Format (ir/formats.py: its value names its parameters)."""
-    return from_value(text) or DType(text)
+    return from_value(text) or aquant.from_value(text) or DType(text)
 
 
 def _tensor_key(dtype: DType, layout: Layout, level: Level, contig: int, vs: int | None, alias: int) -> str:

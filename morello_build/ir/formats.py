@@ -129,6 +129,8 @@ class Format:
         """C++ f32 value of logical element ``off`` of B (the reference loop and scalar kernels)."""
         if self.name in ("f16", "e4m3", "sfp"):
             return f"::{rt}::{self.name}_to_f32({root}[{off}])"
+        if self.name == "q8a":  # quantized A (ir/aquant.py): sa * qa
+            return f"::{rt}::deq_q8a({root}, {off})"
         if self.block:
             return f"::{rt}::deq_{self.name}({root}, {off})"
         g = f"({off}) / {self.group}"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from morello_build.ir import aquant
 from morello_build.ir.dtypes import DType
 from morello_build.ir.epilogue import ACTIVATIONS, NO_EPILOGUE, Epilogue
 from morello_build.ir.formats import GROUPED, PLAIN, SCALE_DTYPES, grouped, is_format
@@ -25,7 +26,7 @@ _FORMATS = (*PLAIN, *GROUPED)
 ACCEPTED = (
     "matmul MxKxN [a=DTYPE[:LAYOUT]] "
     "[b=DTYPE[:LAYOUT]|b=FORMAT:col [group=G|group=channel] [scales=f32|bf16|f16] [zero]] "
-    f"[c=DTYPE[:LAYOUT]] [batch=B] (FORMAT: {'|'.join(_FORMATS)}) "
+    f"[c=DTYPE[:LAYOUT]] [aquant=i8] [batch=B] (FORMAT: {'|'.join(_FORMATS)}) "
     f"[scale] [colscale] [bias] [act={_ACTS}] [residual] [accum] [serial], or "
     f"gated MxKxN [a=..] [b=..] [c=..] [batch=B] [bias] [act={_ACTS}] [serial]"
 )
@@ -108,7 +109,7 @@ def parse_spec(text: str) -> UserSpec:
         raise _bad(tokens[1], "expected a shape MxKxN (three sizes separated by the letter x)")
     m, k, n = (_positive_int(tokens[1], d) for d in dims)
     dtypes, layouts = [DType.F32] * 3, ["row"] * 3
-    batch, accum, serial, seen, epi, fopts = 1, False, False, set(), {}, {}
+    batch, accum, serial, seen, epi, fopts, aq = 1, False, False, set(), {}, {}, None
     for tok in tokens[2:]:
         key = tok.split("=", 1)[0]
         if key in seen:
@@ -128,6 +129,8 @@ def parse_spec(text: str) -> UserSpec:
             batch = _positive_int(tok, tok.split("=", 1)[1])
         elif key in _FORMAT_OPTIONS:
             fopts[key] = tok
+        elif key == "aquant":
+            aq = tok
         elif key == "b" and tok.split("=", 1)[1].partition(":")[0] in _FORMATS:
             dtypes[1], layouts[1] = _format_token(tok), "col"
         elif key in ("a", "b", "c") and "=" in tok:
@@ -142,6 +145,8 @@ def parse_spec(text: str) -> UserSpec:
         else:
             raise _bad(tok, "unknown option")
     dtypes[1] = _weight_format(dtypes[1], fopts, k)
+    if aq is not None:
+        dtypes[0] = _quantized_a(aq, dtypes, layouts[0], k, kind)
     epilogue = Epilogue(**{"act": "gelu", **epi, "pair": True}) if kind == "gated" else Epilogue(**epi)
     if epilogue and accum:
         raise _bad("accum", "an epilogue overwrites C (pass the old C as the residual instead)")
@@ -197,14 +202,32 @@ def _weight_format(b, fopts: dict, k: int):
     return fmt
 
 
+def _quantized_a(tok: str, dtypes, layout: str, k: int, kind: str):
+    """A's dtype under aquant=i8 (ir/aquant.py), or the one-line reason it cannot serve this spec."""
+    if tok != "aquant=i8":
+        raise _bad(tok, "the one activation quantization is aquant=i8 (int8 per 32-value block of A)")
+    if kind != "matmul":
+        raise _bad(tok, "accepted by matmul only")
+    fmt = dtypes[1] if is_format(dtypes[1]) else None
+    if why := aquant.problem(fmt, dtypes[0], k):
+        raise _bad(tok, why)
+    if layout != "row":
+        raise _bad(tok, "A must be row-major (it is quantized in blocks along K)")
+    return aquant.F32Q8
+
+
 def format_spec(u: UserSpec) -> str:
     """The canonical spec string: defaults omitted, options in grammar order."""
     parts = [u.kind, f"{u.m}x{u.k}x{u.n}"]
     for name, dt, lay in zip("abc", u.dtypes, u.layouts):
         if is_format(dt):
             parts.append(f"b={dt.name}:col" + _format_options(dt, u.k))
+        elif aquant.is_quantized_a(dt):
+            continue  # aquant=i8, after the operands
         elif dt != DType.F32 or lay != "row":
             parts.append(f"{name}={dt.value}" + (f":{lay}" if lay != "row" else ""))
+    if aquant.is_quantized_a(u.dtypes[0]):
+        parts.append("aquant=i8")
     if u.batch != 1:
         parts.append(f"batch={u.batch}")
     if u.epilogue:

@@ -149,6 +149,7 @@ CPUID_BITS = {
     "avx512bw": ("leaf7_ebx", 30, _ZMM),
     "avx512vl": ("leaf7_ebx", 31, _ZMM),
     "avx512bf16": ("leaf7s1_eax", 5, _ZMM),
+    "avx512vnni": ("leaf7_ecx", 11, _ZMM),
 }
 # F16C (half <-> float) is in every x86 CPU with AVX2 (Intel Haswell+, AMD Piledriver+): the avx2
 # target widens f16 weights with vcvtph2ps.
@@ -189,7 +190,8 @@ TARGETS = {
         cpu_features=_HWY_AVX2_CPU,
     ),
     "avx512": _x86("avx512", _AVX512_CPU, 64, 32, "avx512"),
-    "avx512_bf16": _x86("avx512_bf16", _AVX512_CPU + ("avx512bf16",), 64, 32, "avx512"),
+    # Every CPU with AVX512_BF16 (Cooper Lake, Sapphire Rapids, Zen 4) has AVX512_VNNI (Cascade Lake on).
+    "avx512_bf16": _x86("avx512_bf16", _AVX512_CPU + ("avx512bf16", "avx512vnni"), 64, 32, "avx512"),
 }
 # Runtime ISA dispatch (codegen/dispatch.py): the levels a dispatch header holds a program for, best
 # first; the last runs on any CPU.
@@ -213,7 +215,7 @@ def cpu_flags() -> frozenset[str]:
 @cache
 def runnable_isas() -> tuple[str, ...]:
     """The ISAs of TARGETS whose instructions this CPU has (by /proc/cpuinfo), in TARGETS order."""
-    flags = {f.replace("avx512_bf16", "avx512bf16") for f in cpu_flags()}
+    flags = {f.replace("avx512_bf16", "avx512bf16").replace("avx512_vnni", "avx512vnni") for f in cpu_flags()}
     return tuple(isa for isa, t in TARGETS.items() if t.features - {"highway"} <= flags)
 
 

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from math import ceil
 from typing import ClassVar
 
+from morello_build.ir import aquant
 from morello_build.ir.epilogue import NO_EPILOGUE
 from morello_build.ir.formats import is_format
 from morello_build.ir.impl import MoveImpl, add_peak, max_peaks
@@ -88,8 +90,8 @@ class MoveOperand:
         if buf.level == Level.VRF:
             return registers(buf, target) * target.vector_bytes
         if buf.level == Level.L1:  # a view keeps its source's stride class (new buffers are dense)
-            return costmodel.view_footprint(buf, target)
-        return buf.bytes
+            return ceil(costmodel.view_footprint(buf, target))
+        return ceil(buf.bytes)  # a block format's bytes per value are a fraction
 
     def buffer_refusal(self, t: TensorSpec, buf: TensorSpec, target) -> Refusal | None:
         """Why this buffer is never worth it, whatever the limits (None: it may be)."""
@@ -192,7 +194,11 @@ class MoveOperand:
     @classmethod
     def decode(cls, text: str, op) -> "MoveOperand":
         _, i, level, layout, dt = text.split(":")
-        return cls(int(i), Level(int(level)), _layout_from(layout), None if dt == "-" else DType(dt))
+        return cls(int(i), Level(int(level)), _layout_from(layout), None if dt == "-" else _dtype_from(dt))
+
+
+def _dtype_from(text: str):
+    return aquant.from_value(text) or DType(text)  # a quantized A buffer (ir/aquant.py), or a DType
 
 
 def _layout_text(layout: Layout | None) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 from functools import lru_cache
 
+from morello_build.ir import aquant
 from morello_build.ir.layout import interleaved, packed, row_major
 from morello_build.ir.spec import DType, Level, Matmul, Spec
 from morello_build.synth import cost as costmodel
@@ -40,6 +41,8 @@ def _parallel_tiles(full, dims):
 def _move_options(op, i, target):
     """Which buffers are worth trying for operand i (data, not a free-for-all, to bound the search)."""
     t = op.operands[i]
+    if i == 0 and aquant.is_quantized_a(t.dtype):
+        return _quantizing_moves(t)
     is_output = i in op.outputs
     opts = []
     if t.level == Level.GL and not is_output:
@@ -67,6 +70,14 @@ def _move_options(op, i, target):
         if t.volume * 4 <= target.limits().rf and (is_output or t.volume == 1):
             opts.append(MoveOperand(i, Level.RF))
     return opts
+
+
+def _quantizing_moves(a) -> list:
+    """aquant=i8 (ir/aquant.py): A is only ever read through its quantized copy, in an L1 buffer or in a
+    scratch block (where it outgrows L1); the search places the copy (outside the loop over N, ideally)."""
+    if a.level != Level.GL:
+        return []
+    return [MoveOperand(0, Level.L1, row_major(), aquant.Q8A), MoveOperand(0, Level.GL, row_major(), aquant.Q8A)]
 
 
 def _worth_an_l2_view(op, target) -> bool:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from morello_build.ir.aquant import is_quantized_a
+from morello_build.ir.formats import is_format
 from morello_build.ir.spec import Level, TensorSpec
 from morello_build.synth.cost import Features, lines_from, lines_read
 from morello_build.target.kernels import epilogue
@@ -160,7 +162,9 @@ SCALAR_STORE = KernelDef(
 
 # -- copy: a packing copy into an L1 buffer or a scratch block -----------------------------------------
 def _copy_applies(op, target):
-    return op.src.level.is_memory and op.dst.level.is_memory
+    # dtypes without an element-wise f32 value to copy (quantized A) have their own kernels (quant_int)
+    plain = not is_quantized_a(op.src.dtype) and not is_format(op.dst.dtype)
+    return op.src.level.is_memory and op.dst.level.is_memory and plain
 
 
 def _copy_cost(op, target):

@@ -1,0 +1,285 @@
+"""aquant=i8 (ir/aquant.py): A quantized to int8 in the kernel, integer dot products with integer weights.
+
+The numpy definition with known answers (ties to even, an all-zero block), the grammar and its errors,
+the search placing the quantizing copy once outside the loop over N, the interpreter, and generated
+kernels of every integer format on every ISA this CPU runs against both the exact semantics (tight)
+and the f32 product with unquantized A (within the documented bound); one translation unit per ISA,
+AVX-512 compile-only where the CPU lacks it (as tests/test_quant.py)."""
+
+from __future__ import annotations
+
+import subprocess
+from functools import cache
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from morello_build.check.interpret import execute
+from morello_build.codegen import emit_header
+from morello_build.ir import aquant
+from morello_build.ir.formats import dequantize
+from morello_build.ir.grammar import SpecError, parse_spec
+from morello_build.ir.impl import Kernel, Loop, MoveImpl, walk
+from morello_build.synth.search import synthesize
+from morello_build.target import get_target, runnable_isas
+from tests.test_quant import HAVE_CXX, HAVE_HWY, _c_array, _compile, _random_format
+
+# Every integer format, awkward sizes: N = 1 and primes, K = one block or several, M = 1..3, a batch.
+SPECS = [
+    "matmul 1x64x5 b=q8_0 aquant=i8",
+    "matmul 3x32x1 b=q8_0 aquant=i8",
+    "matmul 1x96x7 b=q4_0 aquant=i8",
+    "matmul 2x32x2 b=q4_0 aquant=i8",
+    "matmul 1x64x3 b=i8:col group=32 scales=f32 aquant=i8",
+    "matmul 3x64x5 b=i8:col group=channel scales=bf16 zero aquant=i8",
+    "matmul 1x128x2 b=i8:col group=64 scales=f16 aquant=i8",
+    "matmul 1x64x5 b=i4:col group=32 scales=f32 aquant=i8",
+    "matmul 2x96x3 b=i4:col group=channel scales=bf16 zero aquant=i8",
+    "matmul 2x64x3 b=q8_0 aquant=i8 batch=2",
+]
+
+
+# -- the definition ---------------------------------------------------------------------------------------
+def test_quantize_known_answer():
+    x = np.zeros(64, np.float32)
+    x[:6] = [127.0, 0.5, 1.5, 2.5, -0.5, -1.5]  # max 127: qa = round_half_even(x), ties to even
+    x[6] = -127.0
+    q, s = aquant.quantize(x)
+    assert q[:7].tolist() == [127, 0, 2, 2, 0, -2, -127] and s[0] == np.float32(1.0)
+    assert s[1] == 0 and not q[32:].any()  # an all-zero block: scale 0, values 0
+    y = np.linspace(-3, 2, 32, dtype=np.float32)
+    q, s = aquant.quantize(y)
+    assert s[0] == np.float32(3) / np.float32(127) and q[0] == -127 and q.max() == 85
+
+
+def test_exact_semantics_within_the_bound():
+    rng = np.random.default_rng(0)
+    for text in SPECS[:9]:
+        u = parse_spec(text)
+        fmt = u.dtypes[1]
+        a, arrays, exact, want, _ = _case(u, rng)
+        bound = aquant.error_bound(a[0], fmt, arrays["b"], arrays.get("b_scales"), arrays.get("b_zeros"))
+        assert np.all(np.abs(exact - want[0]) <= bound * (1 + 1e-6) + 1e-9), text
+
+
+# -- grammar ----------------------------------------------------------------------------------------------
+def test_grammar_round_trip_and_keys():
+    for text in SPECS:
+        u = parse_spec(text)
+        assert parse_spec(str(u)) == u and "aquant=i8" in str(u)
+        assert u.to_spec().op.a.dtype.value == "f32.qi8"
+    plain = parse_spec("matmul 1x64x3 b=q8_0")
+    assert str(plain) == "matmul 1x64x3 b=q8_0:col" and plain.dtypes[0].value == "f32"  # unchanged
+
+
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        ("matmul 1x64x3 aquant=i8", "B must hold integers"),
+        ("matmul 1x64x3 b=f16:col aquant=i8", "not f16"),
+        ("matmul 1x64x3 a=bf16 b=q8_0 aquant=i8", "A must be f32"),
+        ("matmul 1x64x3 a=f32:col b=q8_0 aquant=i8", "row-major"),
+        ("matmul 1x64x3 b=i8 group=16 aquant=i8", "group of 16 values is not a multiple"),
+        ("matmul 1x48x3 b=i8 group=channel aquant=i8", "K = 48 is not a multiple"),
+        ("matmul 1x64x3 b=q8_0 aquant=i4", "aquant=i8"),
+        ("gated 1x64x3 b=bf16:col aquant=i8", "matmul only"),
+    ],
+)
+def test_grammar_errors_name_the_token(text, words):
+    with pytest.raises(SpecError) as e:
+        parse_spec(text)
+    msg = str(e.value)
+    assert words in msg and "\n" not in msg and "aquant=" in msg.split(":")[0], msg
+
+
+# -- the search: one quantizing copy per call (per parallel task), outside the loop over N ----------------
+def test_quantizing_copy_outside_the_loop_over_n():
+    target = get_target("avx2", threads=2)
+    u = parse_spec("matmul 1x2048x512 b=q4_0 aquant=i8")
+    impl, _ = synthesize(u.to_spec(target.limits()), target)
+    moves = [n for n in walk(impl) if isinstance(n, MoveImpl) and n.buffer.dtype == aquant.Q8A]
+    assert len(moves) == 1 and moves[0].load.name == "quantize_a"
+    above = [n for n in walk(impl) if isinstance(n, Loop) and any(x is moves[0] for x in walk(n))]
+    assert not any(3 in n.dims and not n.parallel for n in above)  # once per task: no serial loop over N
+    kernels = {n.name for n in walk(impl) if isinstance(n, Kernel)}
+    assert "dot_int" in kernels and "dot_quant" not in kernels
+
+
+def test_db_keys_aquant(tmp_path):
+    from morello_build.db import encode
+    from morello_build.ir.impl import format_tree
+    from morello_build.tools.api import synthesize_program
+
+    text = "matmul 2x64x6 b=i4:col group=32 scales=bf16 zero aquant=i8"
+    spec = parse_spec(text).to_spec()
+    key, coords, _ = encode.op_key(spec.op)
+    assert "f32.qi8" in key and encode.op_from_key(key, coords) == spec.op
+    db = str(tmp_path / "q.db")
+    first = synthesize_program(text, isa="avx2", threads=1, db=db)[2]
+    again = synthesize_program(text, isa="avx2", threads=1, db=db)[2]  # read back from the DB
+    assert format_tree(again) == format_tree(first)
+
+
+# -- random data ------------------------------------------------------------------------------------------
+def _case(u, rng):
+    """A (batch, M, K) with an all-zero block and exact ties, B's arrays, the exact semantics and the f32
+    product with unquantized A, (batch, M, N) each."""
+    fmt = u.dtypes[1]
+    a = rng.uniform(-1, 1, (u.batch, u.m, u.k)).astype(np.float32)
+    a[0, 0, :32] = 0.0
+    if u.k >= 64:
+        a[0, -1, 32:40] = [127.0, 0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 3.5]
+        a[0, -1, 40:64] = rng.integers(-127, 128, 24)
+    arrays = _random_format(fmt, u.batch * u.n, u.k, rng)
+    exact, want, terms = [], [], []
+    w = dequantize(fmt, arrays["b"], u.k, arrays.get("b_scales"), arrays.get("b_zeros"))
+    cols = u.n * u.k // fmt.unit * fmt.unit_size  # B's array per batch
+    groups = u.n * u.k // fmt.group
+    for i in range(u.batch):
+        part = {
+            name: arrays[name][i * (cols if name == "b" else groups) :][: cols if name == "b" else groups]
+            for name in arrays
+        }
+        exact.append(aquant.matmul(a[i], fmt, part["b"], part.get("b_scales"), part.get("b_zeros")))
+        terms.append(_terms(a[i], fmt, part))
+        want.append(a[i].astype(np.float64) @ w[i * u.n : (i + 1) * u.n].T.astype(np.float64))
+    return a, arrays, np.array(exact), np.array(want), np.array(terms)
+
+
+def _terms(a, fmt, arrays):
+    """sum over blocks of |sa * sb| * sum_j |qa * (qb - z)| (M, N): what bounds the float rounding."""
+    qa, sa = aquant.quantize(a)
+    qb, sb = aquant.integer_weights(fmt, arrays["b"], a.shape[-1], arrays.get("b_scales"), arrays.get("b_zeros"))
+    m, n, nb = a.shape[0], qb.shape[0], a.shape[-1] // aquant.BLOCK
+    isum = np.einsum("mbj,nbj->mnb", np.abs(qa).reshape(m, nb, -1).astype(np.int64), np.abs(qb).reshape(n, nb, -1))
+    return np.einsum("mnb,mb,nb->mn", isum.astype(np.float64), sa.astype(np.float64), np.abs(sb).astype(np.float64))
+
+
+def _tight(a, exact, terms):
+    """Float rounding only: the f32 sums over blocks, within 2^-16 of the sum of the terms' magnitudes."""
+    return 2.0**-16 * terms + 1e-6
+
+
+# -- the interpreter --------------------------------------------------------------------------------------
+@pytest.mark.parametrize("isa", ["avx2", "avx512"])
+def test_interpreter_matches_the_exact_semantics(isa):
+    target = get_target(isa, threads=2)
+    rng = np.random.default_rng(3)
+    for text in SPECS[::2]:
+        u = parse_spec(text)
+        fmt = u.dtypes[1]
+        impl, _ = synthesize(u.to_spec(target.limits()), target)
+        a, arrays, exact, _, terms = _case(u, rng)
+        w = dequantize(fmt, arrays["b"], u.k, arrays.get("b_scales"), arrays.get("b_zeros"))
+        b = w.reshape(u.batch, u.n, u.k).transpose(0, 2, 1).astype(np.float32)
+        c = np.zeros((u.batch, u.m, u.n), np.float32)
+        execute(impl, [a, b, c])
+        assert np.all(np.abs(c - exact) <= _tight(a, exact, terms)), (text, isa)
+
+
+# -- generated kernels against numpy ----------------------------------------------------------------------
+@cache
+def _headers(isa: str):
+    target = get_target(isa, threads=2)
+    out = []
+    for i, text in enumerate(SPECS):
+        user = parse_spec(text)
+        impl, _ = synthesize(user.to_spec(target.limits()), target)
+        out.append(emit_header(user, impl, target, name=f"k{i}", namespace=f"qi{i}"))
+    return tuple(out)
+
+
+def _program(isa: str, tmp: Path):
+    lines, cases = ["#include <cstdio>"], []
+    for i, header in enumerate(_headers(isa)):
+        (tmp / f"k{i}.hpp").write_text(header)
+        lines.append(f'#include "k{i}.hpp"')
+    lines.append("int main() {")
+    rng = np.random.default_rng(7)
+    for i, text in enumerate(SPECS):
+        u = parse_spec(text)
+        fmt = u.dtypes[1]
+        case = _case(u, rng)
+        a, arrays, exact = case[:3]
+        cases.append(case)
+        lines += ["  {", "  " + _c_array("float", "a", a), "  " + _c_array(fmt.ctype, "b", arrays["b"])]
+        extra = []
+        for suffix, ctype in fmt.extra_arrays():
+            lines.append("  " + _c_array(ctype, f"b_{suffix}", arrays[f"b_{suffix}"]))
+            extra.append(f"b_{suffix}")
+        args, rargs = ", ".join(["a", "b", "c", *extra]), ", ".join(["a", "b", "r", *extra])
+        lines.append(f"  static float c[{exact.size}], r[{exact.size}];")
+        lines.append(f"  qi{i}::k{i}({args});")
+        lines.append(f"  qi{i}::k{i}_reference({rargs});")
+        lines.append(f'  for (int j = 0; j < {exact.size}; ++j) std::printf("{i} %.9g %.9g\\n", c[j], r[j]);')
+        lines.append("  }")
+    lines += ["  return 0;", "}"]
+    src = tmp / "main.cpp"
+    src.write_text("\n".join(lines) + "\n")
+    return src, cases
+
+
+# avx512_bf16: its CPUs have VNNI (dot_int_vnni; compiled only here, without them). avx512 runs dot_int, the
+# code avx2 and highway run (its programs are checked by the interpreter above): not compiled again here.
+ISAS = ["scalar", "avx2", "avx512_bf16"] + (["highway"] if HAVE_HWY else [])
+
+
+@pytest.mark.skipif(not HAVE_CXX, reason="no C++ compiler")
+@pytest.mark.parametrize("isa", ISAS)
+def test_kernels_match_the_exact_semantics(isa, tmp_path):
+    src, cases = _program(isa, tmp_path)
+    exe = _compile(src, opt="-O1" if isa in runnable_isas() else "-O0")
+    if isa not in runnable_isas():
+        pytest.skip(f"this CPU does not run {isa} (compiled only)")
+    out = subprocess.run([str(exe)], stdout=subprocess.PIPE, text=True, check=True).stdout.split("\n")
+    rows = [line.split() for line in out if line]
+    for i, (a, arrays, exact, want, terms) in enumerate(cases):
+        got = np.array([[float(x[1]), float(x[2])] for x in rows if x[0] == str(i)])
+        kern, ref = got[:, 0].reshape(exact.shape), got[:, 1].reshape(exact.shape)
+        tol = _tight(a, exact, terms)
+        assert np.all(np.abs(ref - exact) <= tol), (SPECS[i], "reference", ref, exact)
+        assert np.all(np.abs(kern - exact) <= tol), (SPECS[i], isa, kern, exact)
+        u, fmt = parse_spec(SPECS[i]), parse_spec(SPECS[i]).dtypes[1]
+        if u.batch == 1:  # against unquantized A: within the documented bound
+            bound = aquant.error_bound(a[0], fmt, arrays["b"], arrays.get("b_scales"), arrays.get("b_zeros"))
+            assert np.all(np.abs(kern[0] - want[0]) <= bound + tol[0]), (SPECS[i], isa)
+
+
+# -- the Python API and the cost model ---------------------------------------------------------------------
+@pytest.mark.slow  # one small extension
+@pytest.mark.skipif(not HAVE_CXX, reason="no C++ compiler")
+def test_pyapi_takes_an_aquant_spec(pyapi_cache_dir):
+    pytest.importorskip("pybind11")
+    from morello_build.tools import pyapi
+
+    text = "matmul 2x64x3 b=i4:col group=32 scales=f16 zero aquant=i8"
+    (f,) = pyapi.compile_kernels([text], isa="avx2", threads=1)
+    u = parse_spec(text)
+    a, arrays, exact, _, terms = _case(u, np.random.default_rng(5))
+    got = f(
+        a[0],
+        arrays["b"].reshape(u.n, -1),
+        b_scales=arrays["b_scales"].reshape(u.n, -1).view(np.float16),
+        b_zeros=arrays["b_zeros"].reshape(u.n, -1),
+    )
+    assert np.all(np.abs(got - exact[0]) <= _tight(a, exact, terms)[0])
+
+
+def test_cost_counts_bytes_and_instructions():
+    from dataclasses import replace
+
+    from morello_build.ir.levels import Level
+    from morello_build.target.kernels.quant_int import DOT_INT
+
+    target = get_target("avx2", threads=1)
+
+    def feats(b):
+        op = parse_spec(f"matmul 1x4096x1 {b} aquant=i8 accum").to_spec(target.limits()).op
+        op = op.with_operands((replace(op.a, dtype=aquant.Q8A, level=Level.L1), op.b, replace(op.c, level=Level.RF)))
+        assert DOT_INT.applies(op, target)
+        return dict(DOT_INT.cost(op, target))
+
+    q8, q4 = feats("b=q8_0"), feats("b=q4_0")
+    assert q8["gl_line"] == 4096 * 34 // 32 // 64 and q4["gl_line"] == 4096 * 18 // 32 // 64  # A is in L1
+    assert q8["vec_fma"] == q4["vec_fma"] == 4096 // 32 and q4["vec_op"] > q8["vec_op"]  # nibbles cost more
