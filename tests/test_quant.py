@@ -351,3 +351,22 @@ def test_cost_counts_the_formats_bytes():
     q8, q4, i4 = (lines(f"matmul 1x4096x1 {b}") - a_lines for b in ("b=q8_0", "b=q4_0", "b=i4 group=32 scales=f32"))
     assert q8 == 4096 * 34 // 32 // 64 and q4 == 4096 * 18 // 32 // 64
     assert i4 == 4096 // 2 // 64 + 4096 // 32 * 4 // 64  # the values' lines, then the scales'
+
+
+def test_rows_cost_widens_each_chunk_once():
+    from morello_build.target.kernels.quant_rows import DOT_QUANT_ROWS
+
+    target = get_target("avx2", threads=1)
+
+    def feats(m: int):
+        op = parse_spec(f"matmul {m}x256x1 b=i4 group=32 accum").to_spec(target.limits()).op
+        op = op.with_operands((op.a, replace(op.b, level=Level.L1), replace(op.c, level=Level.RF)))
+        return DOT_QUANT_ROWS.cost(op, target)
+
+    two, four = feats(2), feats(4)
+    steps = 256 // 8
+    assert two.get("vec_fma") == 2 * steps and four.get("vec_fma") == 4 * steps  # an FMA per row and chunk
+    groups = 256 // 32  # each group's scale: one broadcast load
+    assert two.get("vec_load") == 3 * steps + groups and four.get("vec_load") == 5 * steps + groups  # B once, A per row
+    widen = steps * 5  # per chunk: load_i4's shift, mask, zero point, convert, and the scale multiply
+    assert two.get("vec_op") - widen == 2 * 3 and four.get("vec_op") - widen == 4 * 1  # the chains' adds
