@@ -29,12 +29,12 @@ from morello_build.tools.api import synthesize_program
 HAVE_CXX = shutil.which(cxx().split()[0]) is not None
 HAVE_HWY = Path("/usr/include/hwy/highway.h").exists()
 
-# Every format, awkward sizes: N = 1 and primes, K = one group, K not a multiple of the vector width, M = 1, 3.
+# Every format, awkward sizes: N = 1 and primes, K = one group, K not a multiple of the vector width, M = 1 to 5.
 SPECS = [
     "matmul 1x64x5 b=q8_0",
     "matmul 3x32x1 b=q8_0",
     "matmul 1x96x7 b=q4_0",
-    "matmul 3x32x2 b=q4_0",
+    "matmul 4x32x3 b=q4_0",
     "matmul 1x64x3 b=i8:col group=32 scales=f32",
     "matmul 3x40x5 b=i8:col group=channel scales=bf16 zero",
     "matmul 1x128x2 b=i8:col group=64 scales=f16",
@@ -47,16 +47,13 @@ SPECS = [
     # groups longer than 16 vectors: rolled loops over u chains per column, the rest and a ragged tail unrolled
     "matmul 1x200x3 b=i8:col group=channel scales=f32",
     "matmul 1x202x2 b=i4:col group=channel scales=f16 zero",
-    "matmul 1x203x2 b=f16:col",
+    "matmul 2x136x1 b=f16:col",  # dot_quant_rows' rolled loop
     "matmul 2x64x3 b=q8_0 batch=2",
     "matmul 1x256x5 b=gemma_i8",
     "matmul 2x128x1 b=gemma_i8",
-    # small batches (M = 2..5, N prime, K = one group, ragged K, a rolled loop): dot_quant_rows
-    "matmul 5x64x3 b=i4:col group=32 scales=f16 zero",
-    "matmul 4x64x5 b=i8:col group=32 scales=bf16 zero",
-    "matmul 2x202x3 b=i4:col group=channel scales=f32",
-    "matmul 4x32x7 b=q4_0",
-    "matmul 2x21x3 b=e4m3:col",
+    # small batches with several groups (their scales applied per chunk) and zero points: dot_quant_rows
+    "matmul 5x64x1 b=i4:col group=32 scales=f16 zero",
+    "matmul 4x64x2 b=i8:col group=32 scales=bf16 zero",
 ]
 ROWS_KERNEL = "dot_quant_rows"  # the search's choice for every spec above with M > 1 (test_kernels_match_numpy)
 # The gated pair with B1 and B2 in a format (issue 22): odd N, M = 1 and 2, ggml blocks and i4 groups. The
@@ -477,3 +474,22 @@ def test_cost_counts_the_formats_bytes():
     q8, q4, i4 = (lines(f"matmul 1x4096x1 {b}") - a_lines for b in ("b=q8_0", "b=q4_0", "b=i4 group=32 scales=f32"))
     assert q8 == 4096 * 34 // 32 // 64 and q4 == 4096 * 18 // 32 // 64
     assert i4 == 4096 // 2 // 64 + 4096 // 32 * 4 // 64  # the values' lines, then the scales'
+
+
+def test_rows_cost_widens_each_chunk_once():
+    from morello_build.target.kernels.quant_rows import DOT_QUANT_ROWS
+
+    target = get_target("avx2", threads=1)
+
+    def feats(m: int):
+        op = parse_spec(f"matmul {m}x256x1 b=i4 group=32 accum").to_spec(target.limits()).op
+        op = op.with_operands((op.a, replace(op.b, level=Level.L1), replace(op.c, level=Level.RF)))
+        return DOT_QUANT_ROWS.cost(op, target)
+
+    two, four = feats(2), feats(4)
+    steps = 256 // 8
+    assert two.get("vec_fma") == 2 * steps and four.get("vec_fma") == 4 * steps  # an FMA per row and chunk
+    groups = 256 // 32  # each group's scale: one broadcast load
+    assert two.get("vec_load") == 3 * steps + groups and four.get("vec_load") == 5 * steps + groups  # B once, A per row
+    widen = steps * 5  # per chunk: load_i4's shift, mask, zero point, convert, and the scale multiply
+    assert two.get("vec_op") - widen == 2 * 3 and four.get("vec_op") - widen == 4 * 1  # the chains' adds
