@@ -11,17 +11,22 @@ import subprocess
 from dataclasses import replace
 from functools import cache
 from pathlib import Path
+from unittest import mock
 
 import ml_dtypes
 import numpy as np
 import pytest
 
-from morello_build.check.interpret import execute
+from morello_build.check.interpret import execute, interpret
 from morello_build.check.testing import compile_program, cxx
 from morello_build.codegen import emit_header
+from morello_build.ir.epilogue import ACTIVATIONS
 from morello_build.ir.formats import Q4_0, Q8_0, dequantize, grouped
 from morello_build.ir.grammar import SpecError, parse_spec
+from morello_build.ir.impl import Kernel, walk
 from morello_build.ir.levels import Level
+from morello_build.synth import search
+from morello_build.synth.actions import SplitPair, enumerate_actions
 from morello_build.synth.search import synthesize
 from morello_build.target import get_target, runnable_isas
 from morello_build.tools.api import synthesize_program
@@ -49,9 +54,8 @@ SPECS = [
     "matmul 1x203x2 b=f16:col",
     "matmul 2x64x3 b=q8_0 batch=2",
 ]
-# The gated pair with B1 and B2 in a format (issue 22): odd N, M = 1 and 2, ggml blocks and i4 groups. The
-# first and last are searched without SplitPair on vector targets, so that dot_quant_pair implements them
-# (the built-in table prefers the split, two dot_quant kernels, which the second one keeps).
+# The gated pair with B1 and B2 in a format (issue 22): odd N, M = 1 and 2. PAIR_KERNEL: searched without SplitPair
+# on vector targets, so that dot_quant_pair implements them (the built-in table prefers two dot_quant kernels).
 GATED = [
     "gated 1x64x5 b=q8_0 bias",
     "gated 2x64x3 b=i4:col group=32 scales=f32 act=silu",
@@ -61,11 +65,6 @@ PAIR_KERNEL = (GATED[0], GATED[2])
 
 
 def _synthesize(text: str, target):
-    from unittest import mock
-
-    from morello_build.synth import search
-    from morello_build.synth.actions import SplitPair, enumerate_actions
-
     user = parse_spec(text)
     if text not in PAIR_KERNEL or not target.lanes:
         return synthesize(user.to_spec(target.limits()), target)[0]
@@ -187,8 +186,6 @@ def _case(text: str, seed: int):
 def _gated_case(text: str, seed: int):
     """A gated spec's inputs: A, B1's and B2's arrays (keys b1..., b2...), the biases, numpy's output and
     its tolerance (each sum's 1e-5 bound through the activation's slope and the other factor)."""
-    from morello_build.ir.epilogue import ACTIVATIONS
-
     u = parse_spec(text)
     fmt, rng = u.dtypes[1], np.random.default_rng(seed)
     a = rng.uniform(-1, 1, (u.batch, u.m, u.k)).astype(np.float32)
@@ -202,8 +199,7 @@ def _gated_case(text: str, seed: int):
     biases = {t: rng.uniform(-1, 1, u.n).astype(np.float32) for t in u.epilogue.tensors}
     g, up = sums[0] + biases.get("bias1", 0.0), sums[1] + biases.get("bias2", 0.0)
     act = ACTIVATIONS[u.epilogue.act]
-    gate = act.numpy(g)
-    want = gate * up
+    gate, want = act.numpy(g), act.numpy(g) * up
     tol = act.slope * bounds[0] * (np.abs(up) + bounds[1]) + bounds[1] * np.abs(gate) + 1e-5 * np.abs(want)
     return u, a, arrays, biases, want, tol
 
@@ -226,9 +222,6 @@ def test_interpreter_matches_numpy(text):
 @pytest.mark.parametrize("text", GATED)
 def test_gated_programs_this_cpu_cannot_run_match_numpy(text, isa):
     """The gated pair in a format, on an ISA this CPU does not run: its program run by the interpreter."""
-    from morello_build.check.interpret import interpret
-    from morello_build.ir.impl import Kernel, walk
-
     u, a, arrays, biases, want, tol = _gated_case(text, 3)
     impl = _synthesize(text, get_target(isa, threads=2))
     assert (text in PAIR_KERNEL) == any(isinstance(n, Kernel) and n.name == "dot_quant_pair" for n in walk(impl))
@@ -286,10 +279,8 @@ def _program(isa: str, tmp: Path) -> tuple[Path, list]:
         cases.append((want, tol))
         lines.append("  {")
         lines.append("  " + _c_array("float", "a", a))
-        for name, x in arrays.items():
+        for name, x in (arrays | biases).items():
             lines.append("  " + _c_array(str(x.dtype) + "_t" if x.dtype != np.float32 else "float", name, x))
-        for name, x in biases.items():
-            lines.append("  " + _c_array("float", name, x))
         rest = [n for n in arrays if n not in ("b1", "b2")] + list(biases)
         lines.append(f"  static float c[{want.size}], r[{want.size}];")
         lines.append(f"  q{i}::k{i}({', '.join(['a', 'b1', 'b2', 'c', *rest])});")
