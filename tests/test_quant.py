@@ -6,22 +6,26 @@ data, compiled once; AVX-512 compile-only where the CPU lacks it)."""
 from __future__ import annotations
 
 import shutil
-import struct
 import subprocess
 from dataclasses import replace
 from functools import cache
 from pathlib import Path
+from unittest import mock
 
 import ml_dtypes
 import numpy as np
 import pytest
 
-from morello_build.check.interpret import execute
+from morello_build.check.interpret import execute, interpret
 from morello_build.check.testing import compile_program, cxx
 from morello_build.codegen import emit_header
-from morello_build.ir.formats import GEMMA_I8, Q4_0, Q8_0, SFP, dequantize, grouped
+from morello_build.ir.epilogue import ACTIVATIONS
+from morello_build.ir.formats import dequantize
 from morello_build.ir.grammar import SpecError, parse_spec
+from morello_build.ir.impl import Kernel, walk
 from morello_build.ir.levels import Level
+from morello_build.synth import search
+from morello_build.synth.actions import SplitPair, enumerate_actions
 from morello_build.synth.search import synthesize
 from morello_build.target import get_target, runnable_isas
 from morello_build.tools.api import synthesize_program
@@ -56,9 +60,8 @@ SPECS = [
     "matmul 4x64x2 b=i8:col group=32 scales=bf16 zero",
 ]
 ROWS_KERNEL = "dot_quant_rows"  # the search's choice for every spec above with M > 1 (test_kernels_match_numpy)
-# The gated pair with B1 and B2 in a format (issue 22): odd N, M = 1 and 2, ggml blocks and i4 groups. The
-# first and last are searched without SplitPair on vector targets, so that dot_quant_pair implements them
-# (the built-in table prefers the split, two dot_quant kernels, which the second one keeps).
+# The gated pair with B1 and B2 in a format (issue 22): odd N, M = 1 and 2. PAIR_KERNEL: searched without SplitPair
+# on vector targets, so that dot_quant_pair implements them (the built-in table prefers two dot_quant kernels).
 GATED = [
     "gated 1x64x5 b=q8_0 bias",
     "gated 2x64x3 b=i4:col group=32 scales=f32 act=silu",
@@ -68,11 +71,6 @@ PAIR_KERNEL = (GATED[0], GATED[2])
 
 
 def _synthesize(text: str, target):
-    from unittest import mock
-
-    from morello_build.synth import search
-    from morello_build.synth.actions import SplitPair, enumerate_actions
-
     user = parse_spec(text)
     if text not in PAIR_KERNEL or not target.lanes:
         return synthesize(user.to_spec(target.limits()), target)[0]
@@ -109,64 +107,6 @@ def test_grammar_errors_are_one_line(text, words):
     with pytest.raises(SpecError) as e:
         parse_spec(text)
     assert words in str(e.value) and "\n" not in str(e.value) and "FORMAT" in str(e.value)
-
-
-# -- the definitions: known answers ----------------------------------------------------------------------
-def _f16_bits(x: float) -> bytes:
-    return struct.pack("<e", x)
-
-
-def test_q8_0_known_answer():
-    # ggml block_q8_0 (ggml-common.h): fp16 d, then int8 qs[32]; value = d * q.
-    qs = list(range(-16, 16))
-    block = _f16_bits(0.5) + bytes(q & 0xFF for q in qs)
-    assert len(block) == 34
-    got = dequantize(Q8_0, np.frombuffer(block, np.uint8), 32)
-    np.testing.assert_array_equal(got[0], np.array(qs, np.float32) * 0.5)
-
-
-def test_q4_0_known_answer():
-    # ggml block_q4_0: fp16 d, then qs[16]; byte j: element j in the low nibble, j + 16 in the high one;
-    # value = d * (nibble - 8) (ggml-quants.c dequantize_row_q4_0).
-    lo, hi = [j % 16 for j in range(16)], [15 - j for j in range(16)]
-    block = _f16_bits(2.0) + bytes(l_ | (h << 4) for l_, h in zip(lo, hi))
-    got = dequantize(Q4_0, np.frombuffer(block, np.uint8), 32)
-    want = (np.array(lo + hi, np.float32) - 8) * 2
-    np.testing.assert_array_equal(got[0], want)
-
-
-def _bf16_bits(x: float) -> bytes:
-    return struct.pack("<f", x)[2:]  # exact for the values used here
-
-
-def test_gemma_i8_known_answer():
-    # gemma.cpp I8Stream (compression/int-inl.h): per group of 128, bf16 inv_scale, bf16 zeropoint, then
-    # int8 q[128]; value = inv_scale * q + (-zeropoint * inv_scale) (IntCodec::DequantizeGroup).
-    qs = [(j % 64) - 32 for j in range(128)]
-    group = _bf16_bits(0.25) + _bf16_bits(-3.0) + bytes(q & 0xFF for q in qs)
-    assert len(group) == 132
-    got = dequantize(GEMMA_I8, np.frombuffer(group * 2, np.uint8), 256)
-    want = (np.array(qs, np.float32) + 3) * 0.25
-    np.testing.assert_array_equal(got[0], np.concatenate([want, want]))
-
-
-def test_sfp_known_answer():
-    # gemma.cpp SFP (compression/sfp-inl.h): DecBytes' AVX-512 tables give the bf16 bytes hi/lo of each code
-    # 0..127: code 1 -> 0x3420, 8 -> 0x3500, 63 -> 0x3BE0, 64 -> 0x3C00, 65 -> 0x3C10, 127 -> 0x3FF0; 0 is zero;
-    # bit 7 is the sign.
-    codes = [0, 1, 8, 63, 64, 65, 127, 0x80 | 65, 0x80 | 1]
-    bits = [0, 0x3420, 0x3500, 0x3BE0, 0x3C00, 0x3C10, 0x3FF0, 0xBC10, 0xB420]
-    want = (np.array(bits, np.uint32) << 16).view(np.float32)
-    got = dequantize(SFP, np.array(codes, np.uint8), len(codes))
-    np.testing.assert_array_equal(got[0], want)
-    assert want[6] == 1.875 and want[1] == 1.25 * 2.0**-23  # the largest magnitude; the smallest, as documented
-
-
-def test_i4_nibble_order_and_zero_point():
-    fmt = grouped("i4", 4, "f32", True)
-    data = np.array([0x21, 0x43, 0xF0, 0x0F], np.uint8)  # column values 1,2,3,4 then 0,15,15,0
-    got = dequantize(fmt, data, 8, scales=np.array([2.0], np.float32), zeros=np.array([1, 3], np.uint8)[:1])
-    np.testing.assert_array_equal(got[0, :4], [0, 2, 4, 6])
 
 
 # -- random data in each format -------------------------------------------------------------------------
@@ -228,8 +168,6 @@ def _case(text: str, seed: int):
 def _gated_case(text: str, seed: int):
     """A gated spec's inputs: A, B1's and B2's arrays (keys b1..., b2...), the biases, numpy's output and
     its tolerance (each sum's 1e-5 bound through the activation's slope and the other factor)."""
-    from morello_build.ir.epilogue import ACTIVATIONS
-
     u = parse_spec(text)
     fmt, rng = u.dtypes[1], np.random.default_rng(seed)
     a = rng.uniform(-1, 1, (u.batch, u.m, u.k)).astype(np.float32)
@@ -243,8 +181,7 @@ def _gated_case(text: str, seed: int):
     biases = {t: rng.uniform(-1, 1, u.n).astype(np.float32) for t in u.epilogue.tensors}
     g, up = sums[0] + biases.get("bias1", 0.0), sums[1] + biases.get("bias2", 0.0)
     act = ACTIVATIONS[u.epilogue.act]
-    gate = act.numpy(g)
-    want = gate * up
+    gate, want = act.numpy(g), act.numpy(g) * up
     tol = act.slope * bounds[0] * (np.abs(up) + bounds[1]) + bounds[1] * np.abs(gate) + 1e-5 * np.abs(want)
     return u, a, arrays, biases, want, tol
 
@@ -267,9 +204,6 @@ def test_interpreter_matches_numpy(text):
 @pytest.mark.parametrize("text", GATED)
 def test_gated_programs_this_cpu_cannot_run_match_numpy(text, isa):
     """The gated pair in a format, on an ISA this CPU does not run: its program run by the interpreter."""
-    from morello_build.check.interpret import interpret
-    from morello_build.ir.impl import Kernel, walk
-
     u, a, arrays, biases, want, tol = _gated_case(text, 3)
     impl = _synthesize(text, get_target(isa, threads=2))
     assert (text in PAIR_KERNEL) == any(isinstance(n, Kernel) and n.name == "dot_quant_pair" for n in walk(impl))
@@ -329,10 +263,8 @@ def _program(isa: str, tmp: Path) -> tuple[Path, list]:
         cases.append((want, tol))
         lines.append("  {")
         lines.append("  " + _c_array("float", "a", a))
-        for name, x in arrays.items():
+        for name, x in (arrays | biases).items():
             lines.append("  " + _c_array(str(x.dtype) + "_t" if x.dtype != np.float32 else "float", name, x))
-        for name, x in biases.items():
-            lines.append("  " + _c_array("float", name, x))
         rest = [n for n in arrays if n not in ("b1", "b2")] + list(biases)
         lines.append(f"  static float c[{want.size}], r[{want.size}];")
         lines.append(f"  q{i}::k{i}({', '.join(['a', 'b1', 'b2', 'c', *rest])});")

@@ -145,8 +145,7 @@ ERASED_CODES = {"f32": 0, "bf16": 1, "uint8_t": 2, "int8_t": 3, "f16": 4, aquant
 
 
 def _format_operands(user: UserSpec, name: str = "b") -> tuple[_Operand, ...]:
-    """B (or the gated pair's ``name``, B1 or B2) in a weight format (ir/formats.py): its array of units,
-    then its scale and zero-point arrays (``<name>_scales``, ``<name>_zeros``)."""
+    """B (or the pair's B1, B2) in a weight format (ir/formats.py): its units, scales and zero points."""
     fmt = user.dtypes[1]
     b, k, n = user.batch, user.k, user.n
     stored = fmt.storage_elems(b * k * n)
@@ -200,14 +199,10 @@ def _epilogue_operands(user: UserSpec) -> tuple[_Operand, ...]:
 def _operands(user: UserSpec) -> tuple[_Operand, ...]:
     """The kernel's parameters in order: A, B, C, B's scale and zero-point arrays if its format has them
     (ir/formats.py), then the epilogue's terms."""
-    if is_format(user.dtypes[1]) and user.kind == "gated":  # a, b1, b2, c, b1's arrays, b2's arrays
-        a, _, _, c = _plain_operands(user)
-        (b1, *extra1), (b2, *extra2) = _format_operands(user, "b1"), _format_operands(user, "b2")
-        return (a, b1, b2, c, *extra1, *extra2) + _epilogue_operands(user)
-    if is_format(user.dtypes[1]):
-        a, _, c = _plain_operands(user)
-        b, *extra = _format_operands(user)
-        return (a, b, c, *extra) + _epilogue_operands(user)
+    if is_format(user.dtypes[1]):  # a, b (b1, b2), c, then b's arrays (b1's, then b2's)
+        a, *_, c = _plain_operands(user)
+        bs = [_format_operands(user, name) for name in (("b1", "b2") if user.kind == "gated" else ("b",))]
+        return (a, *(b[0] for b in bs), c, *(x for b in bs for x in b[1:])) + _epilogue_operands(user)
     return _plain_operands(user) + _epilogue_operands(user)
 
 
