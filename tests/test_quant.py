@@ -335,6 +335,7 @@ def test_forced_rows_program_runs_the_rows_kernel(isa):
 # -- the Python API ------------------------------------------------------------------------------------
 PY_SPECS = ["matmul 3x64x5 b=q4_0", "matmul 1x64x3 b=i8:col group=32 scales=f16 zero", "matmul 2x40x3 b=f16:col"]
 PY_GATED = "gated 2x64x3 b=i4:col group=32 scales=f32 act=silu"  # GATED[1]
+PY_AQUANT = "matmul 2x64x3 b=i4:col group=32 scales=f16 zero aquant=i8"  # checked by test_quant_int's helper
 
 
 @pytest.mark.slow  # one extension (the binding object is shared with test_pyapi through the session cache)
@@ -342,8 +343,10 @@ PY_GATED = "gated 2x64x3 b=i4:col group=32 scales=f32 act=silu"  # GATED[1]
 def test_pyapi_takes_numpy_format_arrays(pyapi_cache_dir):
     pytest.importorskip("pybind11")
     from morello_build.tools import pyapi
+    from tests.test_quant_int import check_pyapi_aquant
 
-    *kernels, gated = pyapi.compile_kernels(PY_SPECS + [PY_GATED], isa="avx2", threads=1)
+    *kernels, gated, aq = pyapi.compile_kernels(PY_SPECS + [PY_GATED, PY_AQUANT], isa="avx2", threads=1)
+    check_pyapi_aquant(aq, PY_AQUANT)
     u, a, arrays, _, want, tol = _gated_case(PY_GATED, 6)  # keywords b1_scales, b2_scales: per column
     terms = {name: x.reshape(u.n, -1) for name, x in arrays.items() if name not in ("b1", "b2")}
     got = gated(a[0], arrays["b1"].reshape(u.n, -1), arrays["b2"].reshape(u.n, -1), **terms)

@@ -246,15 +246,9 @@ def test_kernels_match_the_exact_semantics(isa, tmp_path):
             assert np.all(np.abs(kern[0] - want[0]) <= bound + tol[0]), (SPECS[i], isa)
 
 
-# -- the Python API and the cost model ---------------------------------------------------------------------
-@pytest.mark.slow  # one small extension
-@pytest.mark.skipif(not HAVE_CXX, reason="no C++ compiler")
-def test_pyapi_takes_an_aquant_spec(pyapi_cache_dir):
-    pytest.importorskip("pybind11")
-    from morello_build.tools import pyapi
-
-    text = "matmul 2x64x3 b=i4:col group=32 scales=f16 zero aquant=i8"
-    (f,) = pyapi.compile_kernels([text], isa="avx2", threads=1)
+# -- the Python API (run by test_quant's) and the cost model -----------------------------------------------------
+def check_pyapi_aquant(f, text: str) -> None:
+    """The Python API runs an aquant spec (called from test_quant's Python API test: one extension for both)."""
     u = parse_spec(text)
     a, arrays, exact, _, terms = _case(u, np.random.default_rng(5))
     got = f(
