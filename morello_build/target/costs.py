@@ -9,8 +9,9 @@ from dataclasses import dataclass
 class CostTable:
     """Cycle estimates for one core (Zen 5 class): the price of one unit of each cost feature.
 
-    Each float field names a feature (synth/cost.py: a node's cost is its features' counts times these
-    prices, plus its children's costs); its comment says what one unit is. The model is linear in them.
+    Each float field names a feature (synth/cost.py: a feature's count times its price is the cycles it
+    takes in its port class; a node's cost is the overlap rule over its and its children's classes); its
+    comment says what one unit is.
     """
 
     gl_line: float = 8.0  # a 64-byte line read from (or written back to) main memory (~33 GB/s at ~4.5 GHz)
@@ -47,6 +48,9 @@ class CostTable:
     shared_line: float = 200.0
 
     page_bytes: int = 4096  # the prefetchers' horizon (gl_short_run); a parameter, not a price
+    # Instructions the front end dispatches per cycle (the port rule's dispatch class, cost.parts); a
+    # parameter, not a price. Zen 4 renames 6 macro-ops per cycle [microarch.py: AMD19-4].
+    dispatch: int = 6
 
     @property
     def l2_reuse_line(self) -> float:

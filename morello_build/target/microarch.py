@@ -61,6 +61,7 @@ class Microarch:
             vec_load=round(1 / loads, 4) if loads else base.vec_load * 2,
             vec_store=round(1 / stores, 4) if stores else base.vec_store * 2,
             l2_line=round(64 / self.l2_fill_bytes, 4),
+            dispatch=self.dispatch,
         )
 
 
