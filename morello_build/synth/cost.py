@@ -101,22 +101,28 @@ def parts(features: Features, costs: CostTable) -> tuple[float, ...]:
     return tuple(out)
 
 
-def overlap(p: tuple[float, ...]) -> float:
+def overlap(p: tuple[float, ...], hidden: float = 1.0) -> float:
     """THE overlap rule (ECM): the core's work takes as long as its busiest port class; the transfers of
-    lines overlap it but not the L1 ports' work; serial work adds:
+    lines overlap it but not the L1 ports' work; serial work adds. ``hidden`` (CostTable.hidden) is the
+    share of the rest that the core hides behind the busiest (1: ECM's full overlap, 0: the sum):
 
-        cost = max(max over OVERLAPPING, max(load, store) + transfer) + serial
+        busiest = max(max over OVERLAPPING, max(load, store) + transfer)
+        cost = busiest + (1 - hidden) × (work of those classes - busiest) + serial
     """
-    return max(max(p[:N_OL]), max(p[LOAD], p[STORE]) + p[TRANSFER]) + p[SERIAL]
+    busiest = max(max(p[:N_OL]), max(p[LOAD], p[STORE]) + p[TRANSFER])
+    if hidden < 1.0:
+        total = sum(p[:N_OL]) - p[DISPATCH] + p[LOAD] + p[STORE] + p[TRANSFER]
+        busiest += (1.0 - hidden) * (total - busiest)
+    return busiest + p[SERIAL]
 
 
-def combine(own: tuple[float, ...], children, weights, phases=()) -> tuple[float, tuple[float, ...]]:
+def combine(own: tuple[float, ...], children, weights, phases=(), hidden=1.0) -> tuple[float, tuple[float, ...]]:
     """THE combination rule (see the module docstring): a node's parts are its own features' parts
     (``parts(features, costs)``, computed once per plan) plus each child's parts times how often it runs
     per thread, except that a child in ``phases`` (a packing copy: ``move_phases``) runs as a phase of
     its own: its cost is serial. A loop's refund (l2_reuse_line: its only negative part) goes to the
     lines where they were counted: those of phases first (their serial cost), then the transfers.
-    The node's cost is ``overlap`` of its parts. Returns (cost, parts)."""
+    The node's cost is ``overlap`` of its parts (``hidden``: CostTable.hidden). Returns (cost, parts)."""
     total = list(own)
     refund = min(0.0, total[TRANSFER])
     total[TRANSFER] -= refund
@@ -133,7 +139,7 @@ def combine(own: tuple[float, ...], children, weights, phases=()) -> tuple[float
         total[SERIAL] += phased
         total[PHASED] += phased
         total[TRANSFER] += refund - phased
-    return overlap(total), tuple(total)
+    return overlap(total, hidden), tuple(total)
 
 
 def move_phases(view: bool, level: Level, has_load: bool, has_store: bool) -> tuple[int, ...]:
@@ -197,7 +203,7 @@ def phases(node) -> tuple[int, ...]:
 def recost(node, target):
     """``node`` with its cost derived again from its features and children (after a child changed)."""
     own = parts(node.features, target.costs)
-    c, p = combine(own, node.children, weights(node, target), phases(node))
+    c, p = combine(own, node.children, weights(node, target), phases(node), target.costs.hidden)
     return replace(node, cost=c, parts=p)
 
 
@@ -327,7 +333,8 @@ def better(x, y) -> bool:
 
 
 def lower_bound(spec, target) -> float:
-    """A cost no program for ``spec`` can beat (``bound_parts``, by the overlap rule)."""
+    """A cost no program for ``spec`` can beat (``bound_parts``, by the overlap rule with all hidden: a
+    table that hides less only adds)."""
     return overlap(bound_parts(spec, target))
 
 

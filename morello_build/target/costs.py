@@ -51,6 +51,18 @@ class CostTable:
     # Instructions the front end dispatches per cycle (the port rule's dispatch class, cost.parts); a
     # parameter, not a price. Zen 4 renames 6 macro-ops per cycle [microarch.py: AMD19-4].
     dispatch: int = 6
+    # Percent of the work beyond the busiest port class (or the L1 ports + transfers) that the core hides
+    # behind it (cost.overlap): 100 is ECM's full overlap, 0 the additive model. A parameter, not a price.
+    # Measured (bench/RANK.md, Zen 3, the instrument's timings priced again): full overlap makes 22 of 30
+    # 256^3 candidates cost alike (FMA-bound) while they run 1.00-1.55x; at 50 the ranking of both the
+    # additive model's candidates and the overlap's is at least the additive model's, and the k step and
+    # GEMVs still cost nearly their busiest port.
+    overlap_percent: int = 50
+
+    @property
+    def hidden(self) -> float:
+        """The share of the non-binding work the core hides (``overlap_percent`` / 100)."""
+        return self.overlap_percent / 100
 
     @property
     def l2_reuse_line(self) -> float:

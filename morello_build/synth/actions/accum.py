@@ -47,7 +47,7 @@ class ToAccum:
 
         def build(impls):
             z, b = impls
-            cost, parts = costmodel.combine(costmodel.ZERO, impls, (1, 1))  # no work of its own
+            cost, parts = costmodel.combine(costmodel.ZERO, impls, (1, 1), hidden=target.costs.hidden)  # no own work
             return Accum(spec, z, b, cost, max_peaks(z.peaks, b.peaks), NONE, parts)
 
         return Plan((zero, body), build)
@@ -86,7 +86,7 @@ class Select:
             return _DOES_NOT_FIT[k.name]
         own = k.cost(spec.op, target)
         parts = costmodel.parts(own, target.costs)
-        cost, _ = costmodel.combine(parts, (), ())
+        cost, _ = costmodel.combine(parts, (), (), hidden=target.costs.hidden)
         return Plan((), lambda _: Kernel(spec, k.name, cost, features=own, parts=parts), own=parts)
 
     # -- serialization (DB decisions): K:<kernel name> ----------------------------------------------

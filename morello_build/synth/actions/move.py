@@ -179,7 +179,7 @@ class MoveOperand:
             li = next(it) if load else None
             body = next(it)
             si = next(it) if store else None
-            c, parts = costmodel.combine(own_parts, impls, ones, phases)
+            c, parts = costmodel.combine(own_parts, impls, ones, phases, target.costs.hidden)
             peaks = add_peak(max_peaks(*(p.peaks for p in impls)), self.level, nbytes)
             return MoveImpl(spec, i, buf, view, li, body, si, c, peaks, own, parts)
 

@@ -20,7 +20,8 @@ class Plan:
 
     def lower_bound(self, bound: Callable[[Spec], tuple], done: tuple[float, ...] | None = None) -> float:
         """A cost no program of this plan can beat: the overlap rule over its own parts, ``done`` (the
-        parts of the children already built) and its sub-specs' bounds (cost.lower_bound: parts too).
+        parts of the children already built) and its sub-specs' bounds (cost.lower_bound: parts too), all
+        of the rest hidden behind the busiest class (a table that hides less only adds).
         Children built as phases (cost.move_phases) cost at least as much as counted here."""
         from morello_build.synth.cost import ZERO, overlap
 

@@ -71,7 +71,7 @@ class Tile:
 
         def build(bodies):
             regs = tuple(Region(rem, n, shape, b) for (rem, n, shape), b in zip(regions, bodies))
-            c, parts = costmodel.combine(own_parts, bodies, weights)
+            c, parts = costmodel.combine(own_parts, bodies, weights, hidden=target.costs.hidden)
             peaks = max_peaks(*(b.peaks for b in bodies))
             loop = Loop(spec, dims, self.tile, self.parallel, regs, c, peaks, own, parts)
             return overwriting_loop(loop, target) if peel else loop
