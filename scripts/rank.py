@@ -8,6 +8,10 @@ Spearman's rho between model cost and measured time, the model's pick against th
 the cliff check: candidates the model costs within 3x of its pick that run more than 3x slower.
 
     python scripts/rank.py "matmul 256x256x256 serial" --isa avx2 --candidates 30 --dram --json out.json
+
+With --rescore, no new measurement: the programs a previous run measured (its JSON file and the pickle
+beside it) are priced again by the current cost model and --profile, and the figures recomputed from the
+same timings (the pick: the program the current model costs least among them).
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import pickle
 import sys
 import tempfile
 import time
@@ -70,12 +75,15 @@ def main(argv=None) -> int:
         help="cpu: the calling thread's CPU time (serial programs on a busy host); auto: cpu for serial specs",
     )
     p.add_argument("--json", default=None, help="write the figures here (default: rank-<spec>.json)")
+    p.add_argument("--rescore", default=None, help="a previous run's JSON: price its programs again, time nothing")
     p.add_argument("--workdir", default=None)
     args = p.parse_args(argv)
 
     user = parse_spec(args.spec)
     threads = 1 if user.serial and args.threads is None else args.threads
     target = get_target(args.isa, threads=threads, profile=args.profile)
+    if args.rescore:
+        return rescore(Path(args.rescore), target)
     t0 = time.monotonic()
     cands = enumerate_candidates(user, target, args.candidates, per_root=args.per_root)
     t_enum = time.monotonic() - t0
@@ -112,9 +120,57 @@ def main(argv=None) -> int:
     )
     out = Path(args.json or f"rank-{'_'.join(args.spec.split())}.json")
     out.write_text(json.dumps(report, indent=1))
+    # The programs themselves, so that another cost model can price the same measured set (--rescore).
+    out.with_suffix(".impls.pickle").write_bytes(pickle.dumps([c.impl for c in cands]))
     _print(report, modes, costs, cands)
     print(f"figures: {out}; benchmark: {work}", file=sys.stderr)
     return 0
+
+
+def rescore(path: Path, target) -> int:
+    """The figures of a previous run's programs and timings under the current model and ``target``'s profile."""
+    from types import SimpleNamespace
+
+    from morello_build.synth.cost import work
+
+    report = json.loads(path.read_text())
+    impls = [reprice(i, target) for i in pickle.loads(path.with_suffix(".impls.pickle").read_bytes())]
+    order = sorted(range(len(impls)), key=lambda i: (round(impls[i].cost, 6), round(work(impls[i]), 6)))
+    costs = [impls[i].cost for i in order]
+    cands = report["candidates"]
+    for m in report["summary"]:
+        s = summarize(costs, [SimpleNamespace(**cands[i][m]) for i in order])
+        print(
+            f"{report['spec']} {m}: rho {s['rho']:.2f} (10th pct {s['rho_low']:.2f}); pick #{order[0]} runs "
+            f"{s['pick_over_fastest']:.2f}x the fastest (10th pct {s['pick_over_fastest_low']:.2f}x); "
+            f"cliffs {[order[i] for i in s['cliffs']] or 'none'}; cost range {costs[-1] / costs[0]:.2f}x; "
+            f"measured at load {report['loadavg'][0]:.1f}"
+        )
+    return 0
+
+
+def reprice(node, target):
+    """``node`` priced again bottom-up: kernels count their features on ``target``, every node combines
+    by the current rule (cost.recost)."""
+    from dataclasses import replace
+
+    from morello_build.ir.impl import Kernel, Loop, MoveImpl
+    from morello_build.synth.cost import recost
+    from morello_build.target.kernels import BY_NAME
+
+    kids = tuple(reprice(c, target) for c in node.children)
+    if isinstance(node, Kernel):
+        node = replace(node, features=BY_NAME[node.name].cost(node.spec.op, target))
+    elif isinstance(node, Loop):
+        node = replace(node, regions=tuple(replace(r, body=b) for r, b in zip(node.regions, kids)))
+    elif isinstance(node, MoveImpl):
+        it = iter(kids)
+        load = next(it) if node.load is not None else None
+        node = replace(node, load=load, body=next(it), store=next(it) if node.store is not None else None)
+    else:  # Accum, PairAccum, Seq: their children in the order of their fields
+        names = [f for f in ("zero", "zero1", "zero2", "first", "second", "body", "store") if hasattr(node, f)]
+        node = replace(node, **dict(zip(names, kids)))
+    return recost(node, target)
 
 
 def _print(report, modes, costs, cands) -> None:

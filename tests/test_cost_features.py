@@ -1,6 +1,7 @@
 """The cost model's features: each surcharge is one named count, priced by the CostTable, and every
-node's cost follows the one rule of synth/cost.py (own features · table + Σ weight × child cost).
-The tests check counts, not prices."""
+node's cost follows the rules of synth/cost.py: its parts (cycles per port class) are its own features'
+plus Σ weight × child parts, and its cost is the overlap rule over them. The tests check counts and the
+rules, not prices."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from dataclasses import fields
 import pytest
 
 from morello_build.ir.grammar import parse_spec
-from morello_build.ir.impl import format_tree, walk
+from morello_build.ir.impl import Kernel, format_tree, walk
 from morello_build.ir.layout import packed, row_major
 from morello_build.ir.spec import DType, Level, Matmul, Move, Spec, TensorSpec, canonicalize
 from morello_build.synth import cost
@@ -35,6 +36,8 @@ from morello_build.target import TARGETS, CostTable
 from morello_build.target.kernels import BY_NAME
 
 AVX2, AVX512 = TARGETS["avx2"], TARGETS["avx512"]
+# The rules' tests: every non-binding cycle hidden (ECM's full overlap); the built-in table hides half.
+FULL = dataclasses.replace(AVX2, costs=dataclasses.replace(AVX2.costs, overlap_percent=100))
 
 
 def _spec(text, target=AVX2):
@@ -48,7 +51,7 @@ def _loop_features(spec, tile, parallel=False, target=AVX2) -> Features:
     dims = tuple(d for d, (t, f) in enumerate(zip(tile, op.iter_shape)) if t < f)
     counts = tuple(n for _, n, _ in loop_regions(op.iter_shape, tile, dims))
     own = cost.loop_features(op, plan.subspecs, counts, dims, tile, parallel, indexes_registers(op, dims), target)
-    assert plan.own_cost == own.dot(target.costs) and own == Features.of(**dict(own))  # canonical order
+    assert plan.own == cost.parts(own, target.costs) and own == Features.of(**dict(own))  # canonical order
     return own
 
 
@@ -81,14 +84,86 @@ def test_every_feature_is_priced_by_the_cost_table():
     assert c.l2_reuse_line == c.l2_line - c.gl_line < 0  # a refund
 
 
+def _price(features, target=FULL) -> float:
+    """A node with these own features and no children, priced by the rules."""
+    return cost.combine(cost.parts(features, target.costs), (), (), hidden=target.costs.hidden)[0]
+
+
 def test_fma_latency_binds_small_outer_products():
     c = AVX2.costs
-    assert fma_steps(2, c) == Features.of(fma_latency=1)  # 2 FMAs take 1 cycle, the latency 4
-    assert fma_steps(12, c) == Features.of(vec_fma=12)  # 6x16: 12 independent accumulators
+    assert fma_steps(2, c) == Features.of(vec_fma=2, fma_latency=1)  # the FMA ports and one link of the chain
+    assert _price(fma_steps(2, c)) == c.fma_latency  # 2 FMAs take 1 cycle, the latency 4
+    assert _price(fma_steps(12, c)) == 12 * c.vec_fma  # 6x16: 12 independent accumulators
     a = TensorSpec((1, 6, 1), DType.F32, row_major(), Level.L1)
     b = TensorSpec((1, 1, 16), DType.F32, packed(2, 8), Level.VRF, 4, 8)
     cc = TensorSpec((1, 6, 16), DType.F32, packed(2, 8), Level.VRF, 4, 8)
-    assert BY_NAME["fma_outer"].cost(Matmul(a, b, cc, True), AVX2) == Features.of(vec_load=6, vec_fma=12)
+    own = BY_NAME["fma_outer"].cost(Matmul(a, b, cc, True), AVX2)
+    assert own == Features.of(vec_load=6, vec_fma=12, fma_latency=1)
+
+
+# -- the port rule and the overlap rule ------------------------------------------------------------
+def test_a_kernel_costs_its_busiest_port_not_the_sum():
+    """FMAs, loads and stores issue on different ports in the same cycles: the busiest binds."""
+    c = AVX2.costs
+    assert _price(Features.of(vec_fma=12, vec_load=8)) == 12 * c.vec_fma  # a 6x16 k-step: FMA-bound
+    assert _price(Features.of(vec_fma=4, vec_load=10)) == 10 * c.vec_load  # more loads than FMAs: the loads
+    assert _price(Features.of(vec_store=6, vec_op=2)) == 6 * c.vec_store
+    narrow = dataclasses.replace(FULL, costs=dataclasses.replace(FULL.costs, dispatch=1))  # a 1-wide front end
+    assert _price(Features.of(vec_fma=12, vec_load=8), narrow) == 20  # dispatch binds: one instruction a cycle
+
+
+def test_the_k_step_of_a_register_tile_costs_its_busiest_port():
+    """The k loop of a 1x16 tile in registers, A and B in L1: each step loads two B vectors and a
+    broadcast of A for 2 FMAs, one per accumulator, so the FMA latency chain binds (4 cycles), not the
+    sum of loads, FMAs and loop trips."""
+    c = AVX2.costs
+    a = TensorSpec((1, 1, 64), DType.F32, row_major(), Level.L1)
+    b = TensorSpec((1, 64, 16), DType.F32, row_major(), Level.L1)
+    cc = TensorSpec((1, 1, 16), DType.F32, packed(2, 8), Level.VRF, 4, 8)
+    impl = Search(FULL).best(canonicalize(Spec(Matmul(a, b, cc, accum=True, serial=True), FULL.limits())))
+    (step,) = [n for n in walk(impl) if n.label() == "for k by 1"]
+    assert step.cost == pytest.approx(64 * c.fma_latency), format_tree(impl, features=True)
+    summed = sum(n.features.dot(c) * (64 if n is not step else 1) for n in walk(step))
+    assert summed > 1.5 * step.cost  # the additive model's price
+
+
+def test_transfers_overlap_the_core_but_not_the_l1_ports():
+    """ECM: a body whose lines dominate costs its lines (plus the L1 loads that move them), not the sum
+    with its FMAs; a body whose FMAs dominate costs its FMAs."""
+    c = AVX2.costs
+    lines = Features.of(gl_line=10, vec_fma=8, vec_load=2)
+    assert _price(lines) == 10 * c.gl_line + 2 * c.vec_load < lines.dot(c)
+    assert _price(Features.of(gl_line=1, vec_fma=40)) == 40 * c.vec_fma
+    assert _price(Features.of(gl_line=1, vec_fma=40, hsum=1)) == 40 * c.vec_fma + c.hsum  # serial adds
+
+
+def test_the_table_says_how_much_of_the_rest_the_core_hides():
+    """overlap_percent: 100 hides all but the busiest class, 0 is the sum (the additive model), 50 between."""
+    c = AVX2.costs
+    step = Features.of(vec_fma=12, vec_load=8, gl_line=1)
+    busiest, total = 8 * c.vec_load + c.gl_line, step.dot(c)
+    for percent, price in ((100, busiest), (0, total), (50, (busiest + total) / 2)):
+        table = dataclasses.replace(AVX2, costs=dataclasses.replace(c, overlap_percent=percent))
+        assert _price(step, table) == pytest.approx(price)
+    assert c.overlap_percent == 50
+
+
+def test_a_packing_copy_is_a_phase_of_its_own():
+    """A copy into an L1 buffer finishes before the body starts: its cost adds to the body's, while a
+    view's lines overlap the body's FMAs. A loop's L2 refund reaches a copy's lines first."""
+    c = AVX2.costs
+    copy = cost.recost(Kernel(None, "copy", 0.0, features=Features.of(gl_line=4, copy_elem=64)), FULL)
+    body = cost.recost(Kernel(None, "fma", 0.0, features=Features.of(vec_fma=200)), FULL)
+    assert copy.cost == 4 * c.gl_line
+    assert cost.combine(cost.ZERO, (copy, body), (1, 1), phases=(0,))[0] == copy.cost + body.cost
+    assert cost.combine(cost.ZERO, (copy, body), (1, 1))[0] == body.cost  # not a phase: hidden
+    assert cost.move_phases(False, Level.L1, True, False) == (0,)  # (load, body)
+    assert cost.move_phases(False, Level.L1, False, True) == (1,)  # (body, store)
+    assert cost.move_phases(False, Level.VRF, True, True) == ()  # registers: the body's instructions
+    assert cost.move_phases(True, Level.L1, True, False) == ()  # a view copies nothing
+    refund = cost.parts(Features.of(l2_reuse_line=2), c)
+    _, p = cost.combine(refund, (copy, body), (1, 1), phases=(0,))
+    assert p[cost.SERIAL] == copy.cost + 2 * c.l2_reuse_line and p[cost.TRANSFER] == 0
 
 
 # -- one feature per surcharge ---------------------------------------------------------------------
@@ -190,10 +265,17 @@ def test_l2_stream_counts_lines_kernels_stream_from_l2_views():
 # -- the one rule ----------------------------------------------------------------------------------
 def _check_rule(impl, target):
     for node in walk(impl):
-        own = node.features.dot(target.costs)
-        children = sum(w * c.cost for w, c in zip(cost.weights(node, target), node.children))
-        assert node.cost == pytest.approx(own + children, rel=1e-12, abs=1e-9), format_tree(node, features=True)
-        assert cost.recost(node, target).cost == node.cost
+        own = cost.parts(node.features, target.costs)
+        priced = cost.overlap(node.parts, target.costs.hidden)
+        assert node.cost == pytest.approx(priced, rel=1e-12), format_tree(node, features=True)
+        phases, kids = cost.phases(node), list(enumerate(zip(cost.weights(node, target), node.children)))
+        summed = [sum(w * c.parts[j] for i, (w, c) in kids if i not in phases) for j in range(len(cost.CLASSES))]
+        serial = sum(w * c.cost for i, (w, c) in kids if i in phases)
+        # The sum over classes: own + children's, each phase counted by its cost (a refund moves, never vanishes).
+        total = sum(own) + sum(summed) + serial - own[cost.PHASED] - summed[cost.PHASED]
+        assert sum(node.parts) - node.parts[cost.PHASED] == pytest.approx(total, rel=1e-9, abs=1e-6)
+        again = cost.recost(node, target)
+        assert again.cost == node.cost and again.parts == node.parts
 
 
 @pytest.mark.parametrize("text", ["matmul 16x16x16", "matmul 1x64x40 b=bf16:col", "matmul 64x64x64"])

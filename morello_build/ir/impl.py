@@ -30,6 +30,7 @@ class Kernel:
     cost: float
     peaks: Peaks = (0, 0, 0)
     features: tuple = ()  # cost.Features of the node's own work
+    parts: tuple = ()  # cycles per port class of the node and its children (cost.combine)
 
     @property
     def children(self) -> tuple:
@@ -60,6 +61,7 @@ class Loop:
     cost: float
     peaks: Peaks
     features: tuple = ()  # cost.Features of the node's own work
+    parts: tuple = ()  # cycles per port class of the node and its children (cost.combine)
 
     @property
     def children(self) -> tuple:
@@ -95,6 +97,7 @@ class MoveImpl:
     cost: float
     peaks: Peaks
     features: tuple = ()  # cost.Features of the node's own work
+    parts: tuple = ()  # cycles per port class of the node and its children (cost.combine)
 
     @property
     def children(self) -> tuple:
@@ -114,6 +117,7 @@ class Accum:
     cost: float
     peaks: Peaks
     features: tuple = ()  # cost.Features of the node's own work
+    parts: tuple = ()  # cycles per port class of the node and its children (cost.combine)
 
     @property
     def children(self) -> tuple:
@@ -134,6 +138,7 @@ class PairAccum:
     cost: float
     peaks: Peaks
     features: tuple = ()
+    parts: tuple = ()
 
     @property
     def children(self) -> tuple:
@@ -151,6 +156,7 @@ class Seq:
     cost: float
     peaks: Peaks
     features: tuple = ()
+    parts: tuple = ()
 
     @property
     def children(self) -> tuple:

@@ -5,110 +5,159 @@ field of the target's ``CostTable``, which documents what one unit of it is (a 6
 memory, a vector FMA, a loop trip, ...). Kernels count their instructions and the lines they read
 (``target/kernels/``); a loop counts its trips, the output lines its parallel tasks share, the short
 runs it starts and the main-memory lines its later trips read from L2; a cache view counts the lines
-it brings in. Nothing else prices anything: a node's cost is derived here, by one rule (``combine``):
+it brings in. Nothing else prices anything: a node's cost is derived here, by two rules.
 
-    cost(node) = features(node) · costs  +  sum over children i of  weight_i × cost(child_i)
+The port rule (``parts``, ``combine``): a feature's count times its price is cycles in one class
+(CLASSES: a port class of the core, the transfer of lines, or serial work). A node's parts are
 
-``weight_i`` is how often child i runs on one thread (``weights``): once for a move's load, body and
-store and for to_accum's zero and body; ``region.count`` times for a serial loop's bodies; and for a
-parallel loop, whose tasks are split over ``target.threads`` threads, how many of its tasks the busiest
-thread runs: ceil(tasks / threads) of them, the largest tiles first (a ragged loop's full tiles before
-its remainders). A parallel loop's per-trip features are scaled by the busiest thread's share of the
-tasks, ceil(tasks / threads) / tasks (``loop_features``).
+    parts(node) = parts(features(node))  +  sum over children i of  weight_i × parts(child_i)
 
-The model is ADDITIVE: memory traffic and compute are summed, they never overlap (a kernel's line
-reads add to its FMAs; a view's lines add to its body). A model where they overlap changes this rule,
-here. Its one non-linearity, FMA latency in outer-product kernels, is a feature of its own, decided
-from counts and the table (``fma_steps``). So the surcharges stack: a main-memory line that a dot
-kernel reads as one of several streams counts one ``gl_line`` and one ``gl_interleaved``, and the loop
-around it may count the run it starts (``gl_short_run``); ``l2_reuse_line`` refunds part of the
-``gl_line`` of lines that later trips find in L2.
+except that a packing copy is a phase of its own (``move_phases``: its cost is serial). ``weight_i`` is
+how often child i runs on one thread (``weights``): once for a move's load, body and store and for
+to_accum's zero and body; ``region.count`` times for a serial loop's bodies; and for a parallel loop,
+whose tasks are split over ``target.threads`` threads, how many of its tasks the busiest thread runs:
+ceil(tasks / threads) of them, the largest tiles first (a ragged loop's full tiles before its
+remainders). A parallel loop's per-trip features are scaled by the busiest thread's share of the tasks,
+ceil(tasks / threads) / tasks (``loop_features``).
+
+The overlap rule (``overlap``, ECM-style): cost = max(busiest core class, L1 ports + transfers) + serial.
+So the k step of a register tile costs its busiest port (FMAs, loads and broadcasts, the FMA latency
+chain, dispatch), not their sum, and transfers hide behind FMAs. The surcharges of one class still
+stack: a main-memory line that a dot kernel reads as one of several streams counts one ``gl_line`` and
+one ``gl_interleaved``; ``l2_reuse_line`` refunds part of the ``gl_line`` of lines later trips find in L2.
+
+The memo keeps one program per spec, the cheapest by its own cost (then by summed work, ``better``); a
+parent's cost is not the sum of its children's, so that choice is exact per spec and an approximation
+for the parent (a cheaper child may load a port its siblings already fill). The search's bounds are
+parts too (``bound_parts``, Plan.lower_bound), so pruning stays sound.
 """
 
 from __future__ import annotations
 
-from dataclasses import fields, replace
+from dataclasses import replace
 from math import ceil, prod
 
-from morello_build.ir.impl import Loop
+from morello_build.ir.impl import Loop, MoveImpl
 from morello_build.ir.spec import Level, TensorSpec, operand_tiles
+from morello_build.synth.caches import (  # noqa: F401 (re-exported: the model's users import them from here)
+    copy_live_runs,
+    copy_thrashes,
+    fits_l2,
+    l2_evicts,
+    runs_per_set,
+    view_evicts,
+    view_footprint,
+)
+from morello_build.synth.features import FEATURES, NONE, Features  # noqa: F401 (re-exported)
 from morello_build.target.costs import CostTable
 
-# Feature names, in a fixed order: the CostTable's prices (its float fields), then derived prices
-# (CostTable properties). An unknown name is an error (Features.of raises KeyError).
-FEATURES: tuple[str, ...] = tuple(f.name for f in fields(CostTable) if f.type == "float") + ("l2_reuse_line",)
-_RANK = {name: i for i, name in enumerate(FEATURES)}
-
-
-class Features(tuple):
-    """Named counts of one node's own work: an immutable tuple of (name, count) pairs in FEATURES order,
-    zeros left out (cheap: the search builds one per node). ``a + b`` adds counts, ``a * s`` scales
-    them, ``a.dot(costs)`` prices them. Counts are fractional in a parallel loop (its busiest thread's share)."""
-
-    __slots__ = ()
-
-    @staticmethod
-    def of(**counts: float) -> Features:
-        return Features((n, counts[n]) for n in sorted(counts, key=_RANK.__getitem__) if counts[n])
-
-    def __add__(self, other: Features) -> Features:
-        if not other:
-            return self
-        if not self:
-            return other
-        total = dict(self)
-        for name, c in other:
-            total[name] = total.get(name, 0) + c
-        return Features.of(**total)
-
-    def __radd__(self, other) -> Features:  # sum() starts from 0
-        return self if other == 0 else NotImplemented
-
-    def __mul__(self, s: float) -> Features:
-        return Features((n, c * s) for n, c in self) if s else NONE
-
-    __rmul__ = __mul__
-
-    def get(self, name: str) -> float:
-        """The count of one feature (0 when absent)."""
-        _RANK[name]  # a typo is a KeyError, not a silent 0
-        return next((c for n, c in self if n == name), 0)
-
-    @staticmethod
-    def ordered(*pairs: tuple[str, float]) -> Features:
-        """From (name, count) pairs already in FEATURES order (the hot paths' cheaper ``of``)."""
-        return Features(p for p in pairs if p[1])
-
-    def dot(self, costs: CostTable) -> float:
-        """The price of these counts: sum of count × the table's price of one unit."""
-        total = 0.0
-        for n, c in self:
-            total += c * getattr(costs, n)
-        return total
-
-    def describe(self) -> str:
-        return ", ".join(f"{n} {_number(c)}" for n, c in self) or "none"
-
-    def __repr__(self) -> str:
-        return f"Features.of({', '.join(f'{n}={c!r}' for n, c in self)})"
-
-
-NONE = Features()
-
-
-def _number(c: float) -> str:
-    return f"{int(c):,}" if c == int(c) else f"{c:,.3f}".rstrip("0")
-
-
 # -- the rule --------------------------------------------------------------------------------------
-def combine(own_price: float, children, weights) -> float:
-    """THE combination rule (see the module docstring): the node's own features priced
-    (``features.dot(costs)``, computed once per plan), plus each child's cost times how often it runs
-    per thread. Additive: memory and compute do not overlap."""
-    total = 0.0
-    for w, c in zip(weights, children):
-        total += w * c.cost
-    return own_price + total
+# Where each feature's cycles go (CLASSES), as in the ECM model (Hager, Treibig, Wellein et al.): a port
+# class of the core, the transfer of lines between memory levels, or serial work that overlaps nothing
+# (stalls, thread start-up, latency-bound reductions). The core's classes run in parallel on its ports,
+# so the busiest bounds them; the L1 ports' classes (load, store) do not overlap the transfers, which
+# move lines through the same L1 ports (ECM's T_nOL + T_data). ``dispatch`` is the front end: every
+# instruction-like feature also takes _UOPS slots of the table's ``dispatch`` per cycle.
+OVERLAPPING = ("fma", "alu", "chain", "branch", "copy", "scalar", "dispatch")
+PORTS = OVERLAPPING + ("load", "store")
+# "phased": bookkeeping, no cost: the transfer cycles of phases below (combine), which refunds reach first.
+CLASSES = PORTS + ("transfer", "serial", "phased")
+_CLASS_OF = {
+    "vec_fma": "fma",
+    "vec_load": "load",  # loads and broadcasts from memory share the load ports
+    "vec_store": "store",
+    "vec_op": "alu",
+    "vec_zero": "alu",
+    "fma_latency": "chain",  # the accumulators' dependency chain (fma_steps)
+    "loop_iter": "branch",  # at most one taken branch per cycle
+    "copy_elem": "copy",
+    "scalar_op": "scalar",
+    "gl_line": "transfer",
+    "gl_interleaved": "transfer",
+    "gl_two_streams": "transfer",
+    "gl_short_run": "serial",  # the first lines of a run wait for DRAM: nothing else to do
+    "l1_line": "transfer",
+    "l2_line": "transfer",
+    "l2_stream": "transfer",
+    "l2_reuse_line": "transfer",  # refunds part of a gl_line: the same class
+    "hsum": "serial",  # a latency-bound shuffle-and-add chain
+    "parallel_setup": "serial",
+    "shared_line": "serial",
+}
+_UOPS = {"vec_fma": 1, "vec_load": 1, "vec_store": 1, "vec_op": 1, "vec_zero": 1, "loop_iter": 2, "scalar_op": 1}
+_INDEX = {name: CLASSES.index(_CLASS_OF[name]) for name in FEATURES}
+N_OL, LOAD, STORE = len(OVERLAPPING), CLASSES.index("load"), CLASSES.index("store")
+DISPATCH, TRANSFER, SERIAL, PHASED = (CLASSES.index(c) for c in ("dispatch", "transfer", "serial", "phased"))
+ZERO = (0.0,) * len(CLASSES)
+
+
+def parts(features: Features, costs: CostTable) -> tuple[float, ...]:
+    """A node's own features as cycles per class (CLASSES): each count times its price, in its class;
+    instruction-like counts also take dispatch slots."""
+    out = [0.0] * len(CLASSES)
+    for n, c in features:
+        out[_INDEX[n]] += c * getattr(costs, n)
+        if n in _UOPS:
+            out[DISPATCH] += c * _UOPS[n] / costs.dispatch
+    return tuple(out)
+
+
+def overlap(p: tuple[float, ...], hidden: float = 1.0) -> float:
+    """THE overlap rule (ECM): the core's work takes as long as its busiest port class; the transfers of
+    lines overlap it but not the L1 ports' work; serial work adds. ``hidden`` (CostTable.hidden) is the
+    share of the rest that the core hides behind the busiest (1: ECM's full overlap, 0: the sum):
+
+        busiest = max(max over OVERLAPPING, max(load, store) + transfer)
+        cost = busiest + (1 - hidden) × (work of those classes - busiest) + serial
+    """
+    busiest = max(max(p[:N_OL]), max(p[LOAD], p[STORE]) + p[TRANSFER])
+    if hidden < 1.0:
+        total = sum(p[:N_OL]) - p[DISPATCH] + p[LOAD] + p[STORE] + p[TRANSFER]
+        busiest += (1.0 - hidden) * (total - busiest)
+    return busiest + p[SERIAL]
+
+
+def combine(own: tuple[float, ...], children, weights, phases=(), hidden=1.0) -> tuple[float, tuple[float, ...]]:
+    """THE combination rule (see the module docstring): a node's parts are its own features' parts
+    (``parts(features, costs)``, computed once per plan) plus each child's parts times how often it runs
+    per thread, except that a child in ``phases`` (a packing copy: ``move_phases``) runs as a phase of
+    its own: its cost is serial. A loop's refund (l2_reuse_line: its only negative part) goes to the
+    lines where they were counted: those of phases first (their serial cost), then the transfers.
+    The node's cost is ``overlap`` of its parts (``hidden``: CostTable.hidden). Returns (cost, parts)."""
+    total = list(own)
+    refund = min(0.0, total[TRANSFER])
+    total[TRANSFER] -= refund
+    for i, (w, c) in enumerate(zip(weights, children)):
+        p = c.parts
+        if i in phases:
+            total[SERIAL] += w * c.cost
+            total[PHASED] += w * (p[TRANSFER] + p[PHASED])
+            continue
+        for j, x in enumerate(p):
+            total[j] += w * x
+    if refund:
+        phased = max(refund, -total[PHASED])
+        total[SERIAL] += phased
+        total[PHASED] += phased
+        total[TRANSFER] += refund - phased
+    return overlap(total, hidden), tuple(total)
+
+
+def move_phases(view: bool, level: Level, has_load: bool, has_store: bool) -> tuple[int, ...]:
+    """The children of a move that run as phases of their own: a copy into a memory buffer (packing)
+    and a copy out of it finish before (or start after) the body; the core does not overlap them with
+    it. Moves into registers are instructions of the body's stream, and views copy nothing."""
+    if view or not level.has_memory_buffers:
+        return ()
+    load = (0,) if has_load else ()
+    return load + ((1 + has_load,) if has_store else ())  # children: (load, body, store), the absent left out
+
+
+def work(impl) -> float:
+    """The tie-break of equal costs: the node's work summed over its classes as the additive model did
+    (dispatch excluded: it counts the same instructions again); less work leaves more slack."""
+    p = impl.parts
+    return sum(p) - p[DISPATCH] - p[PHASED]
 
 
 def busiest_share(tiles: int, threads: int) -> float:
@@ -145,19 +194,26 @@ def weights(node, target) -> tuple[float, ...]:
     return (1,) * len(node.children)
 
 
+def phases(node) -> tuple[int, ...]:
+    """Which of ``node``'s children run as phases of their own (``move_phases``)."""
+    if isinstance(node, MoveImpl):
+        return move_phases(node.view, node.buffer.level, node.load is not None, node.store is not None)
+    return ()
+
+
 def recost(node, target):
     """``node`` with its cost derived again from its features and children (after a child changed)."""
-    return replace(node, cost=combine(node.features.dot(target.costs), node.children, weights(node, target)))
+    own = parts(node.features, target.costs)
+    c, p = combine(own, node.children, weights(node, target), phases(node), target.costs.hidden)
+    return replace(node, cost=c, parts=p)
 
 
 def fma_steps(fmas: int, costs: CostTable) -> Features:
     """One step of an outer-product kernel: ``fmas`` independent vector FMAs, one per accumulator. Each
-    accumulator is updated once per step, so with few of them FMA latency binds, not throughput: the
-    step costs max(fmas × vec_fma, fma_latency), counted as ``vec_fma fmas`` or as ``fma_latency 1``,
-    whichever the table makes dearer (the model's one non-linearity)."""
-    if fmas * costs.vec_fma >= costs.fma_latency:
-        return Features.of(vec_fma=fmas)
-    return Features.of(fma_latency=1)
+    accumulator is updated once per step, so the step is also one link of their dependency chain: it
+    counts ``vec_fma fmas`` (the FMA ports) and ``fma_latency 1`` (the chain), and the port rule takes
+    the busier (with few accumulators, latency binds, not throughput)."""
+    return Features.of(vec_fma=fmas, fma_latency=1)
 
 
 # -- loops -----------------------------------------------------------------------------------------
@@ -270,94 +326,50 @@ def view_features(operand: TensorSpec, streams: int = 1) -> Features:
     return Features.ordered((_LINE_FROM.get(operand.level, "l1_line"), lines))
 
 
-def runs_per_set(t: TensorSpec, cache_bytes: int, ways: int) -> int:
-    """How many runs of a tile with a stride class share each set of a cache: all of them when the
-    class is a multiple of the set period (cache_bytes / ways), else one per period/alias runs."""
-    return ceil(t.runs() / max(1, cache_bytes // ways // t.alias))
-
-
-def view_evicts(t: TensorSpec, target) -> bool:
-    """Whether a cache view of ``t`` would evict itself: more of its runs than ways share an L1 set. At
-    an unknown stride, assume the usual power-of-two one, where all runs may collide; a stride class
-    says how many do (view_footprint charges the ways they take from the buffers around them)."""
-    per_set = runs_per_set(t, target.l1_bytes, target.l1_ways) if t.alias else t.runs()
-    return per_set > target.l1_ways
-
-
-def view_footprint(t: TensorSpec, target) -> int:
-    """L1 bytes a cache view takes from the other buffers. Runs of a stride class fill whole ways of
-    the few sets they map to, so the view costs those ways in every set (runs per set x set period): six
-    rows 4 KiB apart leave no room for a 32 KiB B panel beside them in a 48 KiB, 12-way L1."""
-    if not t.alias:
-        return t.bytes
-    return max(t.bytes, runs_per_set(t, target.l1_bytes, target.l1_ways) * (target.l1_bytes // target.l1_ways))
-
-
-def copy_live_runs(src: TensorSpec, dst: TensorSpec) -> int:
-    """How many of its source's runs a packing copy reads side by side: its innermost loop walks the
-    destination's innermost digit (codegen's ``_digit_nest``), which crosses the source's runs when the copy
-    transposes, one element of each run per trip; 1 when it walks along them."""
-    inner = [(d, e) for d, e in zip(dst.layout.digits, dst.layout.extents(dst.shape)) if e > 1]
-    runs = [d for d, e in zip(src.layout.digits, src.layout.extents(src.shape)) if e > 1]
-    if not inner or not runs or inner[-1][0].dim == runs[-1].dim:
-        return 1
-    return inner[-1][1]
-
-
-def copy_thrashes(src: TensorSpec, dst: TensorSpec, target) -> bool:
-    """Whether a transposing copy evicts its own source lines: the runs it reads side by side stay in L1
-    only while they take at most half the ways of the sets they share (the destination buffer and the
-    other operands need the rest, as in l2_evicts), else each line is fetched again for every element.
-    A stride class says how many share one: 16 (or 8) columns of a bf16 N x K matrix with K = 2048 are
-    4 KiB apart, all in one set (Zen 3, 8 ways, one thread: 4x2048x16384 ran 124 ms, 9x the GEMV)."""
-    live = copy_live_runs(src, dst)
-    if not src.alias or live <= target.l1_ways // 2:
-        return False
-    return ceil(live / max(1, target.l1_bytes // target.l1_ways // src.alias)) > target.l1_ways // 2
-
-
-def l2_evicts(t: TensorSpec, target) -> bool:
-    """A tile whose runs take more than half the ways of an L2 set (a stride class) does not stay in L2:
-    the other operands need the rest."""
-    return t.alias > 0 and runs_per_set(t, target.l2_bytes, target.l2_ways) > target.l2_ways // 2
-
-
-def fits_l2(t: TensorSpec, target) -> bool:
-    """Whether a block may be kept in L2. Specs carry no L2 limit: each L2 view is at most a quarter of L2,
-    and an operand already in L2 is never viewed there again, so a matmul's three operands fit together
-    (the search views only B there, beside an A block: 512 KiB at most)."""
-    return t.bytes <= target.l2_block_bytes
-
-
 # -- search ----------------------------------------------------------------------------------------
 def better(x, y) -> bool:
-    """Total order on solutions: cost, then peak memory (fast levels first), then tree depth.
+    """Total order on solutions: cost, then work (the sum over classes: programs bound by the same port
+    often cost alike), then peak memory (fast levels first), then tree depth.
     (Equal keys keep the earlier action, so the search is deterministic.)"""
     from morello_build.ir.impl import depth
 
-    kx, ky = (round(x.cost, 6), x.peaks[::-1]), (round(y.cost, 6), y.peaks[::-1])
+    kx, ky = (round(x.cost, 6), round(work(x), 6), x.peaks[::-1]), (round(y.cost, 6), round(work(y), 6), y.peaks[::-1])
     if kx != ky:
         return kx < ky
     return depth(x) < depth(y)
 
 
 def lower_bound(spec, target) -> float:
+    """A cost no program for ``spec`` can beat (``bound_parts``, by the overlap rule with all hidden: a
+    table that hides less only adds)."""
+    return overlap(bound_parts(spec, target))
+
+
+def bound_parts(spec, target) -> tuple[float, ...]:
     """A cost no program for ``spec`` can beat: every GL input line is read at least once (gl_line), and
     every multiply-add takes at least the cheapest kernel's share of a vec_fma (vdpbf16ps: two per
     lane); a matmul that may still get a parallel loop (not serial) splits that work over at most
-    ``target.threads`` threads. Every feature's price is positive except l2_reuse_line, which only
-    refunds part of a gl_line counted in a body, so the bound holds. (Priced directly: it is computed
-    for every plan.)"""
+    ``target.threads`` threads. As parts: the search adds them up over a plan's sub-specs (Plan.lower_bound),
+    and a program's parts hold at least these FMAs and lines (its phases cost at least their parts). Every
+    feature's price is positive except l2_reuse_line, which only refunds part of a gl_line counted in a
+    body, so the bound holds. (Priced directly: it is computed for every plan.)"""
     from morello_build.ir.spec import DType
 
     op, c = spec.op, target.costs
     inputs = [t for i, t in enumerate(op.operands) if i not in op.outputs]
     memory = sum(t.lines() * c.gl_line for t in inputs if t.level == Level.GL)
     if op.kind != "matmul":
-        return memory
+        return _bound_parts(memory, 0.0, "fma")
     volume = 1
     for s in op.iter_shape:
         volume *= s
     pairs = 2 if target.has("avx512bf16") and op.a.dtype == op.b.dtype == DType.BF16 else 1
     compute = volume * c.vec_fma / (pairs * target.lanes) if target.lanes else volume * c.scalar_op
-    return (memory + compute) / (1 if op.serial else target.threads)
+    share = 1 if op.serial else target.threads
+    return _bound_parts(memory / share, compute / share, "fma" if target.lanes else "scalar")
+
+
+def _bound_parts(memory: float, compute: float, port: str) -> tuple[float, ...]:
+    p = [0.0] * len(CLASSES)
+    p[TRANSFER], p[CLASSES.index(port)] = memory, compute
+    return tuple(p)

@@ -13,7 +13,7 @@ from typing import Callable
 
 from morello_build.ir.spec import Spec, canonicalize
 from morello_build.synth.actions import Plan, enumerate_actions
-from morello_build.synth.cost import better, lower_bound
+from morello_build.synth.cost import ZERO, better, bound_parts
 
 YOUNG_GC_THRESHOLD = 100_000  # allocations between young-generation collections during a search (see best)
 
@@ -32,7 +32,7 @@ class Search:
         self.visited = 0
         self._progress = progress
         self._store = store  # optional persistent memo: get(spec, search) / put(spec, impl, action)
-        self._bounds: dict[object, float] = {}
+        self._bounds: dict[object, tuple] = {}
 
     def best(self, spec: Spec):
         """The best Impl for ``spec``, or None if nothing fits its limits."""
@@ -85,13 +85,13 @@ class Search:
     def specs_stored(self) -> int:
         return sum(len(v) for v in self.memo.values())
 
-    def bound(self, spec: Spec) -> float:
-        """cost.lower_bound, once per op (it does not depend on the limits)."""
+    def bound(self, spec: Spec) -> tuple:
+        """cost.bound_parts, once per op (it does not depend on the limits)."""
         if not self.prune:
-            return 0.0
+            return ZERO
         b = self._bounds.get(spec.op)
         if b is None:
-            b = self._bounds[spec.op] = lower_bound(spec, self.target)
+            b = self._bounds[spec.op] = bound_parts(spec, self.target)
         return b
 
     def apply(self, spec: Spec, action, bodies: dict[int, Callable] | None = None, budget=None):
@@ -106,6 +106,8 @@ class Search:
         if budget is not None and self.prune and plan.lower_bound(self.bound) > budget:
             return None
         children = []
+        done = list(plan.own or ZERO)  # the parts of the plan's own work and its built children (for bounds)
+        weights = plan.weights or (1.0,) * len(plan.subspecs)
         for i, sub in enumerate(plan.subspecs):
             maker = (bodies or {}).get(i)
             child = maker(sub) if maker else self._best(sub)
@@ -113,11 +115,10 @@ class Search:
                 return None
             children.append(child)
             if budget is not None and self.prune and i + 1 < len(plan.subspecs):
-                partial = Plan(
-                    plan.subspecs[i + 1 :], plan.build, plan.weights and plan.weights[i + 1 :], plan.own_cost
-                )
-                done = sum(w * c.cost for w, c in zip(plan.weights or (1.0,) * len(children), children))
-                if done + partial.lower_bound(self.bound) > budget:
+                for j, x in enumerate(child.parts):
+                    done[j] += weights[i] * x
+                partial = Plan(plan.subspecs[i + 1 :], plan.build, weights[i + 1 :])
+                if partial.lower_bound(self.bound, done) > budget:
                     return None
         return plan.build(tuple(children))
 

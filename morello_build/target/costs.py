@@ -9,8 +9,9 @@ from dataclasses import dataclass
 class CostTable:
     """Cycle estimates for one core (Zen 5 class): the price of one unit of each cost feature.
 
-    Each float field names a feature (synth/cost.py: a node's cost is its features' counts times these
-    prices, plus its children's costs); its comment says what one unit is. The model is linear in them.
+    Each float field names a feature (synth/cost.py: a feature's count times its price is the cycles it
+    takes in its port class; a node's cost is the overlap rule over its and its children's classes); its
+    comment says what one unit is.
     """
 
     gl_line: float = 8.0  # a 64-byte line read from (or written back to) main memory (~33 GB/s at ~4.5 GHz)
@@ -51,6 +52,21 @@ class CostTable:
     shared_line: float = 200.0
 
     page_bytes: int = 4096  # the prefetchers' horizon (gl_short_run); a parameter, not a price
+    # Instructions the front end dispatches per cycle (the port rule's dispatch class, cost.parts); a
+    # parameter, not a price. Zen 4 renames 6 macro-ops per cycle [microarch.py: AMD19-4].
+    dispatch: int = 6
+    # Percent of the work beyond the busiest port class (or the L1 ports + transfers) that the core hides
+    # behind it (cost.overlap): 100 is ECM's full overlap, 0 the additive model. A parameter, not a price.
+    # Measured (bench/RANK.md, Zen 3, the instrument's timings priced again): full overlap makes 22 of 30
+    # 256^3 candidates cost alike (FMA-bound) while they run 1.00-1.55x; at 50 the ranking of both the
+    # additive model's candidates and the overlap's is at least the additive model's, and the k step and
+    # GEMVs still cost nearly their busiest port.
+    overlap_percent: int = 50
+
+    @property
+    def hidden(self) -> float:
+        """The share of the non-binding work the core hides (``overlap_percent`` / 100)."""
+        return self.overlap_percent / 100
 
     @property
     def l2_reuse_line(self) -> float:

@@ -66,6 +66,7 @@ class Microarch:
             vec_store=round(1 / stores, 4) if stores else base.vec_store * 2,
             l2_line=round(64 / self.l2_fill_bytes, 4),
             gl_two_streams=base.gl_two_streams if self.gl_two_streams is None else self.gl_two_streams,
+            dispatch=self.dispatch,
         )
 
 

@@ -47,8 +47,8 @@ class ToAccum:
 
         def build(impls):
             z, b = impls
-            cost = costmodel.combine(0.0, impls, (1, 1))  # no work of its own
-            return Accum(spec, z, b, cost, max_peaks(z.peaks, b.peaks), NONE)
+            cost, parts = costmodel.combine(costmodel.ZERO, impls, (1, 1), hidden=target.costs.hidden)  # no own work
+            return Accum(spec, z, b, cost, max_peaks(z.peaks, b.peaks), NONE, parts)
 
         return Plan((zero, body), build)
 
@@ -85,8 +85,9 @@ class Select:
         if not k.applies(spec.op, target):
             return _DOES_NOT_FIT[k.name]
         own = k.cost(spec.op, target)
-        cost = costmodel.combine(own.dot(target.costs), (), ())
-        return Plan((), lambda _: Kernel(spec, k.name, cost, features=own), own_cost=cost)
+        parts = costmodel.parts(own, target.costs)
+        cost, _ = costmodel.combine(parts, (), (), hidden=target.costs.hidden)
+        return Plan((), lambda _: Kernel(spec, k.name, cost, features=own, parts=parts), own=parts)
 
     # -- serialization (DB decisions): K:<kernel name> ----------------------------------------------
     def encode(self, op) -> str:

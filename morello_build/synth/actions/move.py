@@ -173,18 +173,19 @@ class MoveOperand:
                 store = canonicalize(Spec(Move(buf, t, serial=op.serial, epilogue=op.epilogue), limits))
         subspecs = tuple(s for s in (load, inner, store) if s is not None)
         own = costmodel.view_features(t, self.view_streams(op, t)) if view else costmodel.NONE
-        price, ones = own.dot(target.costs), (1,) * len(subspecs)
+        own_parts, ones = costmodel.parts(own, target.costs), (1,) * len(subspecs)
+        phases = costmodel.move_phases(view, self.level, load is not None, store is not None)
 
         def build(impls):
             it = iter(impls)
             li = next(it) if load else None
             body = next(it)
             si = next(it) if store else None
-            c = costmodel.combine(price, impls, ones)
+            c, parts = costmodel.combine(own_parts, impls, ones, phases, target.costs.hidden)
             peaks = add_peak(max_peaks(*(p.peaks for p in impls)), self.level, nbytes)
-            return MoveImpl(spec, i, buf, view, li, body, si, c, peaks, own)
+            return MoveImpl(spec, i, buf, view, li, body, si, c, peaks, own, parts)
 
-        return Plan(subspecs, build, own_cost=price)
+        return Plan(subspecs, build, own=own_parts)
 
     # -- serialization (DB decisions): M:<operand>:<level>:<layout digits|->:<dtype|-> ----------------
     def encode(self, op) -> str:

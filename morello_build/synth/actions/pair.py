@@ -59,9 +59,9 @@ class PairToAccum:
         subspecs = (zero, zero, body, store)
 
         def build(impls):
-            c = costmodel.combine(0.0, impls, (1,) * 4)
+            c, parts = costmodel.combine(costmodel.ZERO, impls, (1,) * 4, hidden=target.costs.hidden)
             peaks = add_peak(max_peaks(*(i.peaks for i in impls)), self.level, 2 * each)
-            return PairAccum(spec, buf, *impls, c, peaks, costmodel.NONE)
+            return PairAccum(spec, buf, *impls, c, peaks, costmodel.NONE, parts)
 
         return Plan(subspecs, build)
 
@@ -88,8 +88,8 @@ class SplitPair:
         second = canonicalize(Spec(Matmul(op.a, op.b2, op.c2, accum=True, serial=True), spec.limits))
 
         def build(impls):
-            c = costmodel.combine(0.0, impls, (1, 1))
-            return Seq(spec, *impls, c, max_peaks(*(i.peaks for i in impls)), costmodel.NONE)
+            c, parts = costmodel.combine(costmodel.ZERO, impls, (1, 1), hidden=target.costs.hidden)
+            return Seq(spec, *impls, c, max_peaks(*(i.peaks for i in impls)), costmodel.NONE, parts)
 
         return Plan((first, second), build)
 

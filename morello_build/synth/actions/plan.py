@@ -16,11 +16,21 @@ class Plan:
     subspecs: tuple[Spec, ...]
     build: Callable[[tuple], object]
     weights: tuple[float, ...] | None = None  # how often each sub-spec runs (per thread), for bounds
-    own_cost: float = 0.0  # the node's own features priced (cost.combine adds its children's), for bounds
+    own: tuple[float, ...] | None = None  # cost.parts of the node's own features, for bounds (None: zero)
 
-    def lower_bound(self, bound: Callable[[Spec], float]) -> float:
+    def lower_bound(self, bound: Callable[[Spec], tuple], done: tuple[float, ...] | None = None) -> float:
+        """A cost no program of this plan can beat: the overlap rule over its own parts, ``done`` (the
+        parts of the children already built) and its sub-specs' bounds (cost.lower_bound: parts too), all
+        of the rest hidden behind the busiest class (a table that hides less only adds).
+        Children built as phases (cost.move_phases) cost at least as much as counted here."""
+        from morello_build.synth.cost import ZERO, overlap
+
+        total = list(done or self.own or ZERO)
         weights = self.weights or (1.0,) * len(self.subspecs)
-        return sum(w * bound(s) for w, s in zip(weights, self.subspecs)) + self.own_cost
+        for w, s in zip(weights, self.subspecs):
+            for j, x in enumerate(bound(s)):
+                total[j] += w * x
+        return overlap(total)
 
 
 @dataclass(frozen=True)

@@ -66,16 +66,17 @@ class Tile:
         if isinstance(loop_shape, Refusal):
             return loop_shape
         dims, peel, regions = loop_shape.dims, loop_shape.peel, loop_shape.regions
-        weights, price, own = loop_shape.weights, loop_shape.price, loop_shape.own
+        weights, own_parts, own = loop_shape.weights, loop_shape.parts, loop_shape.own
         subspecs = tuple(Spec(op, spec.limits) for op in loop_shape.body_ops)
 
         def build(bodies):
             regs = tuple(Region(rem, n, shape, b) for (rem, n, shape), b in zip(regions, bodies))
-            c = costmodel.combine(price, bodies, weights)
-            loop = Loop(spec, dims, self.tile, self.parallel, regs, c, max_peaks(*(b.peaks for b in bodies)), own)
+            c, parts = costmodel.combine(own_parts, bodies, weights, hidden=target.costs.hidden)
+            peaks = max_peaks(*(b.peaks for b in bodies))
+            loop = Loop(spec, dims, self.tile, self.parallel, regs, c, peaks, own, parts)
             return overwriting_loop(loop, target) if peel else loop
 
-        return Plan(subspecs, build, weights, price)
+        return Plan(subspecs, build, weights, own_parts)
 
     # -- serialization (DB decisions): T:<s|p>:<tile dims, F for the full extent> ---------------------
     def encode(self, op) -> str:
@@ -114,7 +115,7 @@ class _LoopShape:
     body_ops: tuple
     own: costmodel.Features
     weights: tuple[float, ...]
-    price: float
+    parts: tuple[float, ...]  # cost.parts of its own features
 
 
 # Bounded: each entry keeps its body ops alive, and the search revisits an op soon after (memory).
@@ -157,4 +158,4 @@ def _loop_shape(tile: Tile, op, target) -> _LoopShape | Refusal:
         op, bodies, counts, dims, tile.tile, tile.parallel, indexes_registers(op, dims), target
     )
     weights = costmodel.loop_weights(counts, tile.parallel, target.threads, tuple(r[2] for r in regions))
-    return _LoopShape(dims, peel, regions, body_ops, own, weights, own.dot(target.costs))
+    return _LoopShape(dims, peel, regions, body_ops, own, weights, costmodel.parts(own, target.costs))
