@@ -167,14 +167,7 @@ def _emit(lw, node, binds) -> None:
     lw.emit(f"// dot_quant: {n} column(s) of {fmt} weights, K = {k}")
     ap = lw.fresh("ap")
     lw.emit(f"const float* {ap} = {lw.ptr(a, (0, 0, 0))};")
-    bps, sps, zps = [], [], []
-    for j in range(n):
-        bps.append(lw.fresh("bp"))
-        lw.emit(f"const {fmt.ctype}* {bps[-1]} = {lw.unit_ptr(b, (0, 0, j))};")
-        for suffix, ctype, out in (("scales", fmt.scale_ctype, sps), ("zeros", fmt.zero_ctype, zps)):
-            if (suffix, ctype) in fmt.extra_arrays():
-                out.append(lw.fresh(suffix[0] + "p"))
-                lw.emit(f"const {ctype}* {out[-1]} = {b.root}_{suffix} + {lw.group_index(b, (0, 0, j))};")
+    bps, sps, zps = column_pointers(lw, fmt, [(b, j) for j in range(n)])
     G = fmt.group if fmt.group > 1 else k
     u = _chains(n, ceil(G / lw.W))
     if fmt.group == 1:  # f16, e4m3, sfp: one "group" of K values, no scale
@@ -188,6 +181,50 @@ def _emit(lw, node, binds) -> None:
     for j, acc in enumerate(accs):
         lw.emit(f"{lw.elem(c, (0, 0, j))} += {v}::hsum({acc});")
     lw.close()
+
+
+def column_pointers(lw, fmt, columns) -> tuple[list, list, list]:
+    """Pointers to each (operand, column j)'s values, and its scales and zero points where the format has
+    separate arrays (else empty lists): (values, scales, zeros)."""
+    bps, sps, zps = [], [], []
+    for b, j in columns:
+        bps.append(lw.fresh("bp"))
+        lw.emit(f"const {fmt.ctype}* {bps[-1]} = {lw.unit_ptr(b, (0, 0, j))};")
+        for suffix, ctype, out in (("scales", fmt.scale_ctype, sps), ("zeros", fmt.zero_ctype, zps)):
+            if (suffix, ctype) in fmt.extra_arrays():
+                out.append(lw.fresh(suffix[0] + "p"))
+                lw.emit(f"const {ctype}* {out[-1]} = {b.root}_{suffix} + {lw.group_index(b, (0, 0, j))};")
+    return bps, sps, zps
+
+
+def widened(lw, fmt, bp: str, g: str, e0, cnt: int, shift) -> str:
+    """A chunk of B widened to f32 lanes with its zero point (``shift``: i4's C int, taken inside load_i4;
+    else a vector name subtracted, or None) removed."""
+    if fmt.name == "i4":
+        return widen_call(lw, fmt, bp, g, e0, cnt, shift)
+    x = widen_call(lw, fmt, bp, g, e0, cnt)
+    return x if shift is None else f"{lw.v}::sub({x}, {shift})"
+
+
+def chunk_loop(lw, fmt, G: int, u: int, chunk) -> None:
+    """chunk(e0, slot, count) over a group's G values, W at a time, slot = chunk index mod u: unrolled for
+    short groups (and always for block formats), else a rolled loop of u chunks per trip, the rest unrolled."""
+    W = lw.W
+    full, tail = divmod(G, W)
+    if full + bool(tail) <= _MAX_UNROLLED_CHUNKS or fmt.block:
+        for c, e0 in enumerate(range(0, G, W)):
+            chunk(e0, c % u, min(W, G - e0))
+        return
+    trips = full // u
+    ch = lw.fresh("ch")
+    lw.open(f"for (ix {ch} = 0; {ch} < {trips * u * W}; {ch} += {u * W}) {{")
+    for s in range(u):
+        chunk(f"{ch} + {s * W}" if s else ch, s, W)
+    lw.close()
+    for c in range(trips * u, full):
+        chunk(c * W, c % u, W)
+    if tail:
+        chunk(full * W, full % u, tail)
 
 
 def _zeroed(lw, names):
@@ -230,10 +267,8 @@ def _grouped(lw, fmt, accs, ap, bps, sps, zps, k, u) -> None:
 
 
 def _group_chunks(lw, fmt, parts, ap, bps, shifts, g: str, G: int) -> None:
-    """parts[col][c % u] += A chunk c * widened B chunk c over the G values of group g: unrolled for short
-    groups (and always for ggml blocks), else a rolled loop of u chunks per trip, the rest unrolled."""
-    vt, v, W = lw.target.vtype, lw.v, lw.W
-    u = len(parts[0])
+    """parts[col][c % u] += A chunk c * widened B chunk c over the G values of group g (chunk_loop)."""
+    vt, v = lw.target.vtype, lw.v
     base = f"{g} * {G}" if g != "0" else ""
 
     def chunk(e0, part: int, cnt: int):
@@ -241,29 +276,9 @@ def _group_chunks(lw, fmt, parts, ap, bps, shifts, g: str, G: int) -> None:
         aoff = " + ".join(x for x in (base, str(e0)) if x and x != "0") or "0"
         lw.emit(f"const {vt} {av} = {v}::load_f32({ap} + {aoff}, {cnt});")
         for col, bp, sh in zip(parts, bps, shifts):
-            if fmt.name == "i4":
-                x = widen_call(lw, fmt, bp, g, e0, cnt, sh)
-            else:
-                x = widen_call(lw, fmt, bp, g, e0, cnt)
-            if sh is not None and fmt.name != "i4":
-                x = f"{v}::sub({x}, {sh})"
-            lw.emit(f"{col[part]} = {v}::fma({av}, {x}, {col[part]});")
+            lw.emit(f"{col[part]} = {v}::fma({av}, {widened(lw, fmt, bp, g, e0, cnt, sh)}, {col[part]});")
 
-    full, tail = divmod(G, W)
-    if full + bool(tail) <= _MAX_UNROLLED_CHUNKS or fmt.block:
-        for c, e0 in enumerate(range(0, G, W)):
-            chunk(e0, c % u, min(W, G - e0))
-        return
-    trips = full // u
-    ch = lw.fresh("ch")
-    lw.open(f"for (ix {ch} = 0; {ch} < {trips * u * W}; {ch} += {u * W}) {{")
-    for j in range(u):
-        chunk(f"{ch} + {j * W}" if j else ch, j, W)
-    lw.close()
-    for c in range(trips * u, full):
-        chunk(c * W, c % u, W)
-    if tail:
-        chunk(full * W, full % u, tail)
+    chunk_loop(lw, fmt, G, len(parts[0]), chunk)
 
 
 DOT_QUANT = KernelDef(

@@ -69,15 +69,7 @@ def _emit(lw, node, binds) -> None:
     lw.emit(f"// dot_quant_pair: {n} column(s) each of B1 and B2, {fmt} weights, K = {k}")
     ap = lw.fresh("ap")
     lw.emit(f"const float* {ap} = {lw.ptr(a, (0, 0, 0))};")
-    bps, sps, zps = [], [], []
-    for b in (b1, b2):
-        for j in range(n):
-            bps.append(lw.fresh("bp"))
-            lw.emit(f"const {fmt.ctype}* {bps[-1]} = {lw.unit_ptr(b, (0, 0, j))};")
-            for suffix, ctype, out in (("scales", fmt.scale_ctype, sps), ("zeros", fmt.zero_ctype, zps)):
-                if (suffix, ctype) in fmt.extra_arrays():
-                    out.append(lw.fresh(suffix[0] + "p"))
-                    lw.emit(f"const {ctype}* {out[-1]} = {b.root}_{suffix} + {lw.group_index(b, (0, 0, j))};")
+    bps, sps, zps = quant.column_pointers(lw, fmt, [(b, j) for b in (b1, b2) for j in range(n)])
     cols = 2 * n
     G = fmt.group if fmt.group > 1 else k
     u = quant._chains(cols, ceil(G / lw.W))

@@ -20,17 +20,18 @@ from morello_build.synth.cost import Features, lines_read, streams_read
 from morello_build.target.kernels.common import F32, KernelDef
 from morello_build.target.kernels.dot import dot_shape
 from morello_build.target.kernels.quant import (
+    chunk_loop,
+    column_pointers,
     scale_features,
     scale_vector,
     short_columns,
-    widen_call,
     widen_ops,
+    widened,
     zero_value,
 )
 from morello_build.target.kernels.rows import MAX_ROWS, sets_hold_rows
 
 _MAX_COLS = 4
-_MAX_UNROLLED_CHUNKS = 16
 
 
 def _group(fmt, k: int) -> int:
@@ -107,7 +108,8 @@ def _emit(lw, node, binds) -> None:
     aps = [lw.fresh("ap") for _ in range(m)]
     for i, ap in enumerate(aps):
         lw.emit(f"const float* {ap} = {lw.ptr(a, (0, i, 0))};")
-    cols = [_column(lw, fmt, b, j) for j in range(n)]
+    bps, sps, zps = column_pointers(lw, fmt, [(b, j) for j in range(n)])
+    cols = [(bp, sps[j] if sps else None, zps[j] if zps else None) for j, bp in enumerate(bps)]
     g = "0"
     if groups > 1:
         g = lw.fresh("g")
@@ -123,17 +125,6 @@ def _emit(lw, node, binds) -> None:
                 total = f"{v}::mul({total}, {per_group[j][0]})"
             lw.emit(f"{lw.elem(c, (0, i, j))} += {v}::hsum({total});")
     lw.close()
-
-
-def _column(lw, fmt, b, j: int) -> tuple[str, str | None, str | None]:
-    """Pointers to column j's values, scales and zero points (None where the format has none)."""
-    bp = lw.fresh("bp")
-    lw.emit(f"const {fmt.ctype}* {bp} = {lw.unit_ptr(b, (0, 0, j))};")
-    extra = {}
-    for suffix, ctype in fmt.extra_arrays():
-        extra[suffix] = lw.fresh(suffix[0] + "p")
-        lw.emit(f"const {ctype}* {extra[suffix]} = {b.root}_{suffix} + {lw.group_index(b, (0, 0, j))};")
-    return bp, extra.get("scales"), extra.get("zeros")
 
 
 def _group_terms(lw, fmt, col, g: str) -> tuple[str | None, str | None]:
@@ -154,8 +145,8 @@ def _group_terms(lw, fmt, col, g: str) -> tuple[str | None, str | None]:
 
 def _chunks(lw, fmt, accs, aps, cols, per_group, g: str, G: int, scaled: bool) -> None:
     """accs[i][j][c % u] += A row i chunk c * widened B column j chunk c over the G values of group g:
-    unrolled for short groups (and ggml blocks), else a rolled loop of u chunks per trip, the rest unrolled."""
-    vt, v, W = lw.target.vtype, lw.v, lw.W
+    over chunk_loop's chunks."""
+    vt, v = lw.target.vtype, lw.v
     u = len(accs[0][0])
     base = f"{g} * {G}" if g != "0" else ""
 
@@ -163,9 +154,7 @@ def _chunks(lw, fmt, accs, aps, cols, per_group, g: str, G: int, scaled: bool) -
         aoff = " + ".join(x for x in (base, str(e0)) if x and x != "0") or "0"
         bvs = []
         for (bp, _, _), (sv, zv) in zip(cols, per_group):  # each B chunk widened once for all m rows
-            x = widen_call(lw, fmt, bp, g, e0, cnt, zv) if fmt.name == "i4" else widen_call(lw, fmt, bp, g, e0, cnt)
-            if zv is not None and fmt.name != "i4":
-                x = f"{v}::sub({x}, {zv})"
+            x = widened(lw, fmt, bp, g, e0, cnt, zv)
             if scaled:
                 x = f"{v}::mul({x}, {sv})"
             bvs.append(lw.fresh("bv"))
@@ -176,21 +165,7 @@ def _chunks(lw, fmt, accs, aps, cols, per_group, g: str, G: int, scaled: bool) -
             for j, bv in enumerate(bvs):
                 lw.emit(f"{accs[i][j][s]} = {v}::fma({av}, {bv}, {accs[i][j][s]});")
 
-    full, tail = divmod(G, W)
-    if full + bool(tail) <= _MAX_UNROLLED_CHUNKS or fmt.block:
-        for c, e0 in enumerate(range(0, G, W)):
-            chunk(e0, c % u, min(W, G - e0))
-        return
-    trips = full // u
-    ch = lw.fresh("ch")
-    lw.open(f"for (ix {ch} = 0; {ch} < {trips * u * W}; {ch} += {u * W}) {{")
-    for s in range(u):
-        chunk(f"{ch} + {s * W}" if s else ch, s, W)
-    lw.close()
-    for c in range(trips * u, full):
-        chunk(c * W, c % u, W)
-    if tail:
-        chunk(full * W, full % u, tail)
+    chunk_loop(lw, fmt, G, u, chunk)
 
 
 def _reduce(lw, terms) -> str:
