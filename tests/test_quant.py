@@ -368,14 +368,20 @@ def test_pyapi_takes_numpy_format_arrays(pyapi_cache_dir):
 
 
 # -- the DB keys formats -------------------------------------------------------------------------------
-def test_db_keys_formats(tmp_path):
+@pytest.mark.parametrize(
+    "text, in_key",
+    [
+        ("matmul 2x64x6 b=i4:col group=32 scales=bf16 zero", "i4.g32.bf16.z"),
+        ("matmul 2x64x6 b=i4:col group=32 scales=bf16 zero aquant=i8", "f32.qi8"),  # A quantized (ir/aquant.py)
+    ],
+)
+def test_db_keys_formats(tmp_path, text, in_key):
     from morello_build.db import encode
     from morello_build.ir.impl import format_tree
 
-    text = "matmul 2x64x6 b=i4:col group=32 scales=bf16 zero"
     spec = parse_spec(text).to_spec()
     key, coords, _ = encode.op_key(spec.op)
-    assert "i4.g32.bf16.z" in key and encode.op_from_key(key, coords) == spec.op
+    assert in_key in key and encode.op_from_key(key, coords) == spec.op
     db = str(tmp_path / "q.db")
     first = synthesize_program(text, isa="avx2", threads=1, db=db)[2]
     again = synthesize_program(text, isa="avx2", threads=1, db=db)[2]  # read back from the DB

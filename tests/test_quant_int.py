@@ -106,21 +106,6 @@ def test_quantizing_copy_outside_the_loop_over_n():
     assert "dot_int" in kernels and "dot_quant" not in kernels
 
 
-def test_db_keys_aquant(tmp_path):
-    from morello_build.db import encode
-    from morello_build.ir.impl import format_tree
-    from morello_build.tools.api import synthesize_program
-
-    text = "matmul 2x64x6 b=i4:col group=32 scales=bf16 zero aquant=i8"
-    spec = parse_spec(text).to_spec()
-    key, coords, _ = encode.op_key(spec.op)
-    assert "f32.qi8" in key and encode.op_from_key(key, coords) == spec.op
-    db = str(tmp_path / "q.db")
-    first = synthesize_program(text, isa="avx2", threads=1, db=db)[2]
-    again = synthesize_program(text, isa="avx2", threads=1, db=db)[2]  # read back from the DB
-    assert format_tree(again) == format_tree(first)
-
-
 # -- random data ------------------------------------------------------------------------------------------
 def _case(u, rng):
     """A (batch, M, K) with an all-zero block and exact ties, B's arrays, the exact semantics and the f32
