@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ REPORT = Path(__file__).resolve().parents[1] / "bench" / "report.py"
 
 
 def _report():
+    sys.path.insert(0, str(REPORT.parent))  # as when run as a script: its sibling modules (report_w6)
     spec = importlib.util.spec_from_file_location("bench_report", REPORT)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
