@@ -20,7 +20,6 @@ _SPECS = (
     "matmul 2x37x24 b=bf16:col serial",
     "matmul 3x4x5 batch=2 a=f32:col b=bf16 c=f32:col serial",
 )
-_SLOW = "matmul 30x40x50 a=bf16 b=bf16 c=bf16 serial"  # ~40 s per ISA: the vdpbf16ps kernels only
 
 
 # One search per ISA for this module's specs (they share sub-programs: a third less search time) and the memo
@@ -32,8 +31,7 @@ _CHECKED: dict = {}
 
 @pytest.mark.parametrize(
     "text, isa",
-    [(t, isa) for t in _SPECS for isa in ("avx2", "avx512", "avx512_bf16")]
-    + [pytest.param(_SLOW, "avx512_bf16", marks=pytest.mark.slow)],
+    [(t, isa) for t in _SPECS for isa in ("avx2", "avx512", "avx512_bf16")],
 )
 def test_overwriting_program_ignores_the_old_output(text, isa):
     target = TARGETS[isa]
