@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from math import ceil
 from typing import Callable
@@ -90,3 +91,30 @@ def dim_order(b) -> list[int]:
             order.remove(d.dim)
         order.append(d.dim)
     return order + [d for d in range(3) if d not in order]
+
+
+# -- shared by the dot-product emitters (dot, rows, quant, quant_rows, quant_pair, quant_int) ----------------
+def check_dot_operands(lw, name: str, a, bs, cs, m: int, k: int, n: int) -> None:
+    """The layout a dot-product emitter assumes (its applicability already implies it; this guards codegen):
+    accumulators C in scalar registers, each of the n columns of every B and each of A's first m rows
+    contiguous along K (m = 0: A's layout is the kernel's own business)."""
+    if any(c.level != Level.RF for c in cs):
+        raise lw.error(f"{name} accumulates into scalar registers")
+    if k <= 1:
+        return
+    for b in bs:
+        for j in range(n):
+            if lw.step(b, (0, 0, j), (0, 1, j)) != 1:
+                raise lw.error(f"{name}: a B column is not contiguous along K")
+    for i in range(m):
+        if lw.step(a, (0, i, 0), (0, i, 1)) != 1:
+            raise lw.error(f"{name}: a row of A is not contiguous along K")
+
+
+def pairwise_sum(lw, terms) -> str:
+    """The sum of vector terms (a C expression), added pairwise in a fixed order: deterministic results, and
+    a shallower dependency chain than a left fold."""
+    terms = list(terms)
+    while len(terms) > 1:
+        terms = [f"{lw.v}::add({x}, {y})" if y else x for x, y in itertools.zip_longest(terms[0::2], terms[1::2])]
+    return terms[0]

@@ -8,7 +8,6 @@ C2 += A·B2): the columns of both B's in one loop over K, each chunk of A loaded
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import replace
 from math import ceil
 
@@ -18,8 +17,10 @@ from morello_build.target.kernels.common import (
     BF16,
     F32,
     KernelDef,
+    check_dot_operands,
     columns_unit_stride,
     interleaved_for,
+    pairwise_sum,
 )
 
 
@@ -95,14 +96,7 @@ def _setup(lw, node, binds, kind: str):
     a, half = binds[0], (len(binds) - 1) // 2
     bs, cs = binds[1 : 1 + half], binds[1 + half :]  # (b, c) or (b1, b2, c1, c2)
     _, _, k, n = node.spec.op.iter_shape
-    if any(c.level != Level.RF for c in cs):
-        raise lw.error("dot kernels accumulate into scalar registers")
-    for b in bs:
-        for j in range(n):
-            if k > 1 and lw.step(b, (0, 0, j), (0, 1, j)) != 1:
-                raise lw.error("dot kernel: a B column is not contiguous along K")
-    if kind != "widen" and k > 1 and lw.step(a, (0, 0, 0), (0, 0, 1)) != 1:
-        raise lw.error("dot kernel: A is not contiguous along K")
+    check_dot_operands(lw, f"dot kernel ({kind})", a, bs, cs, 0 if kind == "widen" else 1, k, n)
     cols = n * len(bs)
     u = _accumulators(k, cols, lw.W, kind)
     lw.open("{")
@@ -138,10 +132,7 @@ def chunks(lw, full: int, u: int, body) -> None:
 
 def _finish(lw, outs, accs) -> None:
     for (c, j), col in zip(outs, accs):
-        terms = list(col)
-        while len(terms) > 1:  # pairwise, fixed order
-            terms = [f"{lw.v}::add({x}, {y})" if y else x for x, y in itertools.zip_longest(terms[0::2], terms[1::2])]
-        lw.emit(f"{lw.elem(c, (0, 0, j))} += {lw.v}::hsum({terms[0]});")
+        lw.emit(f"{lw.elem(c, (0, 0, j))} += {lw.v}::hsum({pairwise_sum(lw, col)});")
     lw.close()
 
 

@@ -18,7 +18,7 @@ from math import ceil
 from morello_build.ir.formats import is_format
 from morello_build.ir.spec import Level
 from morello_build.synth.cost import Features, lines_read, streams_read
-from morello_build.target.kernels.common import F32, KernelDef
+from morello_build.target.kernels.common import F32, KernelDef, check_dot_operands, pairwise_sum
 from morello_build.target.kernels.dot import dot_shape
 
 # Vector instructions widening one vector of a format's values to f32 lanes, beyond its load (the ISA
@@ -155,13 +155,7 @@ def _emit(lw, node, binds) -> None:
     a, b, c = binds
     op = node.spec.op
     fmt, (_, _, k, n) = b.dtype, op.iter_shape
-    if c.level != Level.RF:
-        raise lw.error("dot_quant accumulates into scalar registers")
-    for j in range(n):
-        if k > 1 and lw.step(b, (0, 0, j), (0, 1, j)) != 1:
-            raise lw.error("dot_quant: a B column is not contiguous along K")
-    if k > 1 and lw.step(a, (0, 0, 0), (0, 0, 1)) != 1:
-        raise lw.error("dot_quant: A is not contiguous along K")
+    check_dot_operands(lw, "dot_quant", a, (b,), (c,), 1, k, n)
     v = lw.v
     lw.open("{")
     lw.emit(f"// dot_quant: {n} column(s) of {fmt} weights, K = {k}")
@@ -173,7 +167,7 @@ def _emit(lw, node, binds) -> None:
     if fmt.group == 1:  # f16, e4m3, sfp: one "group" of K values, no scale
         parts = _zeroed(lw, [[lw.fresh("acc") for _ in range(u)] for _ in range(n)])
         _group_chunks(lw, fmt, parts, ap, bps, [None] * n, "0", k)
-        accs = [_reduce(lw, col) for col in parts]
+        accs = [pairwise_sum(lw, col) for col in parts]
     else:
         accs = _zeroed(lw, [[lw.fresh("acc")] for _ in range(n)])
         _grouped(lw, fmt, [col[0] for col in accs], ap, bps, sps, zps, k, u)
@@ -232,15 +226,6 @@ def _zeroed(lw, names):
     return names
 
 
-def _reduce(lw, terms) -> str:
-    """The sum of a column's chains, pairwise in a fixed order (a C expression)."""
-    terms = list(terms)
-    while len(terms) > 1:
-        pairs = [(terms[i], terms[i + 1] if i + 1 < len(terms) else None) for i in range(0, len(terms), 2)]
-        terms = [f"{lw.v}::add({x}, {y})" if y else x for x, y in pairs]
-    return terms[0]
-
-
 def _grouped(lw, fmt, accs, ap, bps, sps, zps, k, u) -> None:
     """Formats with scales: per group, unscaled partial sums over u chains, then acc += partial * scale."""
     vt, v, G = lw.target.vtype, lw.v, fmt.group
@@ -261,7 +246,7 @@ def _grouped(lw, fmt, accs, ap, bps, sps, zps, k, u) -> None:
             shifts.append(None)
     _group_chunks(lw, fmt, parts, ap, bps, shifts, g, G)
     for acc, col, bp, sp in zip(accs, parts, bps, sps or [None] * len(accs)):
-        lw.emit(f"{acc} = {v}::fma({_reduce(lw, col)}, {scale_vector(lw, fmt, bp, sp, g)}, {acc});")
+        lw.emit(f"{acc} = {v}::fma({pairwise_sum(lw, col)}, {scale_vector(lw, fmt, bp, sp, g)}, {acc});")
     if groups > 1:
         lw.close()
 

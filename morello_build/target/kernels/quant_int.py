@@ -25,7 +25,7 @@ from morello_build.ir.aquant import BLOCK, Q8A, WEIGHTS, is_quantized_a
 from morello_build.ir.formats import is_format
 from morello_build.ir.spec import Level
 from morello_build.synth.cost import Features, lines_from, lines_read, streams_read
-from morello_build.target.kernels.common import F32, KernelDef, columns_unit_stride
+from morello_build.target.kernels.common import F32, KernelDef, check_dot_operands, columns_unit_stride
 
 MAX_COLS = 4  # rows x columns of C per kernel (decode: one row, a few columns; small batches: rows share B)
 # Vector instructions turning one block of a format's weights into 32 int8 lanes of qb - z.
@@ -107,15 +107,6 @@ def _pointers(lw, a, b, m: int, n: int):
     return aps, cols
 
 
-def _check_operands(lw, a, b, m: int, n: int, name: str) -> None:
-    for j in range(n):
-        if b.shape[1] > 1 and lw.step(b, (0, 0, j), (0, 1, j)) != 1:
-            raise lw.error(f"{name}: a B column is not contiguous along K")
-    for r in range(m):
-        if lw.step(a, (0, r, 0), (0, r, 1)) != 1:
-            raise lw.error(f"{name}: a row of A is not contiguous along K")
-
-
 def _block(fmt, bp: str, blk: str) -> str:
     """The pointer to block ``blk`` of a column's weights (ggml blocks: their fp16 scale first)."""
     return f"{bp} + {blk} * {fmt.unit_size if fmt.block else fmt.bits * BLOCK // 8}"
@@ -141,9 +132,7 @@ def _scale_zero(lw, fmt, col, blk: str, f16c: bool = False):
 def _prologue(lw, node, binds, name: str):
     a, b, c = binds
     _, m, k, n = node.spec.op.iter_shape
-    if c.level != Level.RF:
-        raise lw.error(f"{name} accumulates into scalar registers")
-    _check_operands(lw, a, b, m, n, name)
+    check_dot_operands(lw, name, a, (b,), (c,), m, k, n)
     lw.open("{")
     lw.emit(f"// {name}: {m} row(s) of A quantized to int8 (aquant=i8) · {n} column(s) of {b.dtype}, K = {k}")
     aps, cols = _pointers(lw, a, b, m, n)

@@ -7,10 +7,10 @@ from __future__ import annotations
 from math import ceil
 
 from morello_build.ir.formats import is_format
-from morello_build.ir.spec import Level, Matmul
+from morello_build.ir.spec import Matmul
 from morello_build.synth.cost import Features, lines_read, streams_read
 from morello_build.target.kernels import quant
-from morello_build.target.kernels.common import F32, KernelDef
+from morello_build.target.kernels.common import F32, KernelDef, check_dot_operands, pairwise_sum
 from morello_build.target.kernels.dot import dot_shape
 
 
@@ -57,14 +57,7 @@ def _emit(lw, node, binds) -> None:
     a, b1, b2, c1, c2 = binds
     op = node.spec.op
     fmt, (_, _, k, n) = b1.dtype, op.iter_shape
-    if c1.level != Level.RF or c2.level != Level.RF:
-        raise lw.error("dot_quant_pair accumulates into scalar registers")
-    for b in (b1, b2):
-        for j in range(n):
-            if k > 1 and lw.step(b, (0, 0, j), (0, 1, j)) != 1:
-                raise lw.error("dot_quant_pair: a B column is not contiguous along K")
-    if k > 1 and lw.step(a, (0, 0, 0), (0, 0, 1)) != 1:
-        raise lw.error("dot_quant_pair: A is not contiguous along K")
+    check_dot_operands(lw, "dot_quant_pair", a, (b1, b2), (c1, c2), 1, k, n)
     lw.open("{")
     lw.emit(f"// dot_quant_pair: {n} column(s) each of B1 and B2, {fmt} weights, K = {k}")
     ap = lw.fresh("ap")
@@ -76,7 +69,7 @@ def _emit(lw, node, binds) -> None:
     if fmt.group == 1:  # f16, e4m3: one "group" of K values, no scale
         parts = quant._zeroed(lw, [[lw.fresh("acc") for _ in range(u)] for _ in range(cols)])
         quant._group_chunks(lw, fmt, parts, ap, bps, [None] * cols, "0", k)
-        accs = [quant._reduce(lw, col) for col in parts]
+        accs = [pairwise_sum(lw, col) for col in parts]
     else:
         accs = [col[0] for col in quant._zeroed(lw, [[lw.fresh("acc")] for _ in range(cols)])]
         quant._grouped(lw, fmt, accs, ap, bps, sps, zps, k, u)

@@ -17,7 +17,7 @@ from math import ceil
 from morello_build.ir.formats import is_format
 from morello_build.ir.spec import Level
 from morello_build.synth.cost import Features, lines_read, streams_read
-from morello_build.target.kernels.common import F32, KernelDef
+from morello_build.target.kernels.common import F32, KernelDef, check_dot_operands, pairwise_sum
 from morello_build.target.kernels.dot import dot_shape
 from morello_build.target.kernels.quant import (
     chunk_loop,
@@ -90,14 +90,7 @@ def _cost(op, target):
 def _emit(lw, node, binds) -> None:
     a, b, c = binds
     fmt, (_, m, k, n) = b.dtype, node.spec.op.iter_shape
-    if c.level != Level.RF:
-        raise lw.error("dot_quant_rows accumulates into scalar registers")
-    for j in range(n):
-        if k > 1 and lw.step(b, (0, 0, j), (0, 1, j)) != 1:
-            raise lw.error("dot_quant_rows: a B column is not contiguous along K")
-    for i in range(m):
-        if k > 1 and lw.step(a, (0, i, 0), (0, i, 1)) != 1:
-            raise lw.error("dot_quant_rows: a row of A is not contiguous along K")
+    check_dot_operands(lw, "dot_quant_rows", a, (b,), (c,), m, k, n)
     vt, v, W, G = lw.target.vtype, lw.v, lw.W, _group(fmt, k)
     groups = k // G
     u = _accumulators(m, n, k, W)
@@ -120,7 +113,7 @@ def _emit(lw, node, binds) -> None:
         lw.close()
     for i in range(m):
         for j in range(n):
-            total = _reduce(lw, accs[i][j])
+            total = pairwise_sum(lw, accs[i][j])
             if fmt.group > 1 and groups == 1:  # one group: its scale applied to the sums
                 total = f"{v}::mul({total}, {per_group[j][0]})"
             lw.emit(f"{lw.elem(c, (0, i, j))} += {v}::hsum({total});")
@@ -166,15 +159,6 @@ def _chunks(lw, fmt, accs, aps, cols, per_group, g: str, G: int, scaled: bool) -
                 lw.emit(f"{accs[i][j][s]} = {v}::fma({av}, {bv}, {accs[i][j][s]});")
 
     chunk_loop(lw, fmt, G, u, chunk)
-
-
-def _reduce(lw, terms) -> str:
-    """The sum of a (row, column)'s chains, pairwise in a fixed order (a C expression)."""
-    terms = list(terms)
-    while len(terms) > 1:
-        pairs = [(terms[x], terms[x + 1] if x + 1 < len(terms) else None) for x in range(0, len(terms), 2)]
-        terms = [f"{lw.v}::add({x}, {y})" if y else x for x, y in pairs]
-    return terms[0]
 
 
 DOT_QUANT_ROWS = KernelDef(

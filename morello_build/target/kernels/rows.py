@@ -11,9 +11,8 @@ from __future__ import annotations
 
 from math import ceil
 
-from morello_build.ir.spec import Level
 from morello_build.synth.cost import Features, lines_read, runs_per_set, streams_read
-from morello_build.target.kernels.common import BF16, F32, KernelDef
+from morello_build.target.kernels.common import BF16, F32, KernelDef, check_dot_operands, pairwise_sum
 from morello_build.target.kernels.dot import chunks, dot_shape
 
 MAX_ROWS = 8
@@ -75,14 +74,7 @@ def _cost(op, target):
 def _emit(lw, node, binds) -> None:
     a, b, c = binds
     _, m, k, n = node.spec.op.iter_shape
-    if c.level != Level.RF:
-        raise lw.error("dot rows kernels accumulate into scalar registers")
-    for j in range(n):
-        if k > 1 and lw.step(b, (0, 0, j), (0, 1, j)) != 1:
-            raise lw.error("dot rows kernel: a B column is not contiguous along K")
-    for i in range(m):
-        if k > 1 and lw.step(a, (0, i, 0), (0, i, 1)) != 1:
-            raise lw.error("dot rows kernel: a row of A is not contiguous along K")
+    check_dot_operands(lw, "dot rows kernel", a, (b,), (c,), m, k, n)
     vt, v, W = lw.target.vtype, lw.v, lw.W
     u = _accumulators(m, n, k, W)
     load = "load_f32" if b.dtype == F32 else "load_bf16"
@@ -116,11 +108,7 @@ def _emit(lw, node, binds) -> None:
         body(str(full), 0, tail)
     for i in range(m):
         for j in range(n):
-            terms = list(accs[i][j])
-            while len(terms) > 1:  # pairwise, fixed order
-                pairs = [(terms[x], terms[x + 1] if x + 1 < len(terms) else None) for x in range(0, len(terms), 2)]
-                terms = [f"{v}::add({x}, {y})" if y else x for x, y in pairs]
-            lw.emit(f"{lw.elem(c, (0, i, j))} += {v}::hsum({terms[0]});")
+            lw.emit(f"{lw.elem(c, (0, i, j))} += {v}::hsum({pairwise_sum(lw, accs[i][j])});")
     lw.close()
 
 
