@@ -284,6 +284,23 @@ def _compile(src: Path, extra=(), opt="-O1") -> Path:
     return exe
 
 
+def run_program(src: Path, isa: str) -> list:
+    """Compile the test program (-O1; -O0 for an ISA this CPU cannot run: a third less compile time, and the
+    always_inline helpers still inline, so a target attribute that misses a feature still fails), then skip
+    the test there, else run it: its output rows (case, kernel's value, reference's value)."""
+    exe = _compile(src, opt="-O1" if isa in runnable_isas() else "-O0")
+    if isa not in runnable_isas():
+        pytest.skip(f"this CPU does not run {isa} (compiled only)")
+    out = subprocess.run([str(exe)], stdout=subprocess.PIPE, text=True, check=True).stdout.split("\n")
+    return [line.split() for line in out if line]
+
+
+def case_outputs(rows: list, i: int, shape) -> tuple[np.ndarray, np.ndarray]:
+    """(kernel, reference) outputs of case i, shaped."""
+    got = np.array([[float(x[1]), float(x[2])] for x in rows if x[0] == str(i)])
+    return got[:, 0].reshape(shape), got[:, 1].reshape(shape)
+
+
 # avx512_bf16 adds nothing here: with f32 A its programs for these specs are avx512's (dot_quant uses no bf16).
 ISAS = ["scalar", "avx2", "avx512"] + (["highway"] if HAVE_HWY else [])
 
@@ -292,16 +309,9 @@ ISAS = ["scalar", "avx2", "avx512"] + (["highway"] if HAVE_HWY else [])
 @pytest.mark.parametrize("isa", ISAS)
 def test_kernels_match_numpy(isa, tmp_path):
     src, cases = _program(isa, tmp_path)
-    # An ISA this CPU cannot run is compiled only: -O0 (a third less compile time) still inlines the always_inline
-    # helpers, so a target attribute that misses a feature still fails here.
-    exe = _compile(src, opt="-O1" if isa in runnable_isas() else "-O0")
-    if isa not in runnable_isas():
-        pytest.skip(f"this CPU does not run {isa} (compiled only)")
-    out = subprocess.run([str(exe)], stdout=subprocess.PIPE, text=True, check=True).stdout.split("\n")
-    rows = [line.split() for line in out if line]
+    rows = run_program(src, isa)
     for i, (want, bound) in enumerate(cases):
-        got = np.array([[float(x[1]), float(x[2])] for x in rows if x[0] == str(i)])
-        kern, ref = got[:, 0].reshape(want.shape), got[:, 1].reshape(want.shape)
+        kern, ref = case_outputs(rows, i, want.shape)
         tol = 1e-5 * bound + 1e-6 if i < len(SPECS) else bound  # gated: its own tolerance
         assert np.all(np.abs(ref - want) <= tol), ((SPECS + GATED)[i], "reference", ref, want)
         assert np.all(np.abs(kern - want) <= tol), ((SPECS + GATED)[i], isa, kern, want)

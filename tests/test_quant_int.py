@@ -8,7 +8,6 @@ AVX-512 compile-only where the CPU lacks it (as tests/test_quant.py)."""
 
 from __future__ import annotations
 
-import subprocess
 from functools import cache
 from pathlib import Path
 
@@ -22,8 +21,8 @@ from morello_build.ir.formats import dequantize
 from morello_build.ir.grammar import SpecError, parse_spec
 from morello_build.ir.impl import Kernel, Loop, MoveImpl, walk
 from morello_build.synth.search import synthesize
-from morello_build.target import get_target, runnable_isas
-from tests.test_quant import HAVE_CXX, HAVE_HWY, _c_array, _compile, _random_format
+from morello_build.target import get_target
+from tests.test_quant import HAVE_CXX, HAVE_HWY, _c_array, _random_format, case_outputs, run_program
 
 # Every integer format, awkward sizes: N = 1 and primes, K = one block or several, M = 1..3, a batch.
 SPECS = [
@@ -214,14 +213,9 @@ ISAS = ["scalar", "avx2", "avx512_bf16"] + (["highway"] if HAVE_HWY else [])
 @pytest.mark.parametrize("isa", ISAS)
 def test_kernels_match_the_exact_semantics(isa, tmp_path):
     src, cases = _program(isa, tmp_path)
-    exe = _compile(src, opt="-O1" if isa in runnable_isas() else "-O0")
-    if isa not in runnable_isas():
-        pytest.skip(f"this CPU does not run {isa} (compiled only)")
-    out = subprocess.run([str(exe)], stdout=subprocess.PIPE, text=True, check=True).stdout.split("\n")
-    rows = [line.split() for line in out if line]
+    rows = run_program(src, isa)
     for i, (a, arrays, exact, want, terms) in enumerate(cases):
-        got = np.array([[float(x[1]), float(x[2])] for x in rows if x[0] == str(i)])
-        kern, ref = got[:, 0].reshape(exact.shape), got[:, 1].reshape(exact.shape)
+        kern, ref = case_outputs(rows, i, exact.shape)
         tol = _tight(a, exact, terms)
         assert np.all(np.abs(ref - exact) <= tol), (SPECS[i], "reference", ref, exact)
         assert np.all(np.abs(kern - exact) <= tol), (SPECS[i], isa, kern, exact)
