@@ -99,23 +99,11 @@ def integer_weights(fmt, data, k: int, scales=None, zeros=None):
     """(qb - z as int32 (columns, K), sb f32 (columns, K/32)): B's integer values and per-block scales."""
     import numpy as np
 
-    from morello_build.ir.formats import _scales_f32
+    from morello_build.ir.formats import _scales_f32, stored_integers
 
-    flat = np.ascontiguousarray(data).reshape(-1)
-    if fmt.block:
-        blocks = flat.view(np.uint8).reshape(-1, fmt.unit_size)
-        sb = blocks[:, :2].copy().view(np.float16).astype(np.float32).reshape(-1, k // BLOCK)
-        if fmt.name == "q8_0":
-            q = blocks[:, 2:].view(np.int8).astype(np.int32)
-        else:
-            qs = blocks[:, 2:]
-            q = np.concatenate([qs & 15, qs >> 4], axis=1).astype(np.int32) - 8
-        return q.reshape(-1, k), sb
-    if fmt.name == "i8":
-        q = flat.view(np.int8).astype(np.int32)
-    else:
-        b = flat.view(np.uint8)
-        q = np.stack([b & 15, b >> 4], axis=1).reshape(-1).astype(np.int32)
+    q, d = stored_integers(fmt, np.ascontiguousarray(data).reshape(-1))
+    if d is not None:  # ggml's blocks
+        return q.reshape(-1, k), d.reshape(-1, k // BLOCK)
     q = q.reshape(-1, fmt.group)
     z = np.asarray(zeros).reshape(-1, 1).astype(np.int32) if fmt.zero else (8 if fmt.name == "i4" else 0)
     s = _scales_f32(scales, fmt.scales)

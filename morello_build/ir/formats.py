@@ -188,6 +188,25 @@ def _scales_f32(s, dtype: str):
     return (np.asarray(s, np.uint16).astype(np.uint32) << 16).view(np.float32)
 
 
+def stored_integers(fmt: Format, flat):
+    """The integer values of an i8, i4, q8_0 or q4_0 array ``flat`` (1-D, C order) as int32, in element order
+    (Q4_0's nibble − 8; i4's unsigned nibbles, zero point not subtracted), and the ggml blocks' fp16 d as f32:
+    ggml blocks give ((blocks, 32) values, (blocks, 1) d), the others (values, None)."""
+    import numpy as np
+
+    if fmt.name in ("q8_0", "q4_0"):
+        blocks = flat.view(np.uint8).reshape(-1, fmt.unit_size)
+        d = blocks[:, :2].copy().view(np.float16).astype(np.float32)
+        if fmt.name == "q8_0":
+            return blocks[:, 2:].view(np.int8).astype(np.int32), d
+        qs = blocks[:, 2:]
+        return np.concatenate([qs & 15, qs >> 4], axis=1).astype(np.int32) - 8, d
+    if fmt.name == "i8":
+        return flat.view(np.int8).astype(np.int32), None
+    b = flat.view(np.uint8)
+    return np.stack([b & 15, b >> 4], axis=1).reshape(-1).astype(np.int32), None
+
+
 def dequantize(fmt: Format, data, k: int, scales=None, zeros=None):
     """The f32 values of columns stored in ``fmt``: ``data`` is B's array (any shape, C order, columns of K
     values one after the other); returns (columns, K) f32. (numpy: imported here, the generator needs none)"""
@@ -207,21 +226,10 @@ def dequantize(fmt: Format, data, k: int, scales=None, zeros=None):
         inv, zp = (_scales_f32(blocks[:, i : i + 2].copy().view(np.uint16), "bf16") for i in (0, 2))
         q = blocks[:, 4:].view(np.int8).astype(np.float32)
         return (inv * q + (-zp * inv)).astype(np.float32).reshape(-1, k)
-    if fmt.block:
-        blocks = flat.view(np.uint8).reshape(-1, fmt.unit_size)
-        d = blocks[:, :2].copy().view(np.float16).astype(np.float32)  # (blocks, 1)
-        if fmt.name == "q8_0":
-            q = blocks[:, 2:].view(np.int8).astype(np.float32)
-        else:
-            qs = blocks[:, 2:]
-            q = np.concatenate([qs & 15, qs >> 4], axis=1).astype(np.float32) - 8.0
-        return (d * q).reshape(-1, k)
-    if fmt.name == "i8":
-        q = flat.view(np.int8).astype(np.float32)
-    else:
-        b = flat.view(np.uint8)
-        q = np.stack([b & 15, b >> 4], axis=1).reshape(-1).astype(np.float32)
-    q = q.reshape(-1, fmt.group)
+    q, d = stored_integers(fmt, flat)
+    if d is not None:  # ggml's blocks
+        return (d * q.astype(np.float32)).reshape(-1, k)
+    q = q.reshape(-1, fmt.group).astype(np.float32)
     s = _scales_f32(scales, fmt.scales).reshape(-1, 1)
     if fmt.zero:
         z = np.asarray(zeros).reshape(-1, 1).astype(np.float32)
