@@ -63,7 +63,7 @@ def scale_features(fmt, cols: int, groups: int) -> Features:
     F16C's conversion (f16, ggml's blocks) or bf16's shift; a zero point's scalar load and broadcast."""
     if fmt.group <= 1:
         return Features()
-    scales = fmt.header[:4] if fmt.block else fmt.scales  # f16 (ggml), bf16 (gemma's bf16x2 header)
+    scales = {"f16": "f16", "bf16x2": "bf16"}[fmt.header] if fmt.block else fmt.scales  # ggml's d; gemma's
     zero = fmt.zero or fmt.name == "gemma_i8"
     per = cols * groups
     return Features.of(
