@@ -48,9 +48,11 @@ SPECS = [
     "matmul 3x37x2 b=f16:col",
     "matmul 1x21x5 b=e4m3:col",
     "matmul 2x29x3 b=sfp:col",
+    "matmul 1x45x1 b=sfp:col",  # load_sfp2's 2W chunks, a tail of more than W values (avx2)
     # groups longer than 16 vectors: rolled loops over u chains per column, the rest and a ragged tail unrolled
     "matmul 1x200x3 b=i8:col group=channel scales=f32",
     "matmul 1x202x2 b=i4:col group=channel scales=f16 zero",
+    "matmul 1x293x2 b=sfp:col",  # load_sfp2's rolled loop, a tail of at most W values
     "matmul 2x136x1 b=f16:col",  # dot_quant_rows' rolled loop
     "matmul 2x64x3 b=q8_0 batch=2",
     "matmul 1x256x5 b=gemma_i8",
@@ -115,8 +117,9 @@ def _random_format(fmt, cols: int, k: int, rng) -> dict:
     groups = cols * k // fmt.group
     if fmt.name == "f16":
         return {"b": rng.uniform(-1, 1, cols * k).astype(np.float16).view(np.uint16)}
-    if fmt.name == "e4m3":
-        return {"b": rng.uniform(-2, 2, cols * k).astype(ml_dtypes.float8_e4m3fn).view(np.uint8)}
+    if fmt.name == "e4m3":  # every code but the two NaNs: zeros, subnormals and +-448 too
+        codes = rng.integers(0, 254, cols * k, dtype=np.uint8)
+        return {"b": codes + (codes >= 0x7F)}  # skip 0x7F; 0xFF is out of range
     if fmt.name == "sfp":  # every code is a value (0x80: -0)
         return {"b": rng.integers(0, 256, cols * k, dtype=np.uint8)}
     if fmt.name == "gemma_i8":  # as IntCodec::QuantizeGroup leaves them: integral zero points, small scales

@@ -24,9 +24,14 @@ from morello_build.target.kernels.dot import dot_shape
 # Vector instructions widening one vector of a format's values to f32 lanes, beyond its load (the ISA
 # helpers, templates/isa_*.hpp.j2): q8_0 / i8 sign-extend and convert; q4_0 zero-extend, shift or mask,
 # subtract 8, convert; i4 shift each lane of the broadcast bytes to its nibble (vpsrlvd), mask, subtract
-# the zero point (or 8), convert; f16 8 for the bit manipulation a target without F16C would need; sfp 13
-# (its two decodings in 32-bit lanes, a blend, zero and sign).
-_WIDEN_OPS = {"q8_0": 2, "i8": 2, "gemma_i8": 2, "q4_0": 4, "i4": 4, "e4m3": 8, "sfp": 13, "f16": 8}
+# the zero point (or 8), convert; f16 8 for the bit manipulation a target without F16C would need;
+# sfp 7 and e4m3 7 per W values (load2_sfp: 13 for 2W values decoded in 16-bit lanes, then spread to f32
+# lanes; load2_e4m3: 11, then two conversions and two multiplies).
+_WIDEN_OPS = {"q8_0": 2, "i8": 2, "gemma_i8": 2, "q4_0": 4, "i4": 4, "e4m3": 7, "sfp": 7, "f16": 8}
+# Formats widened 2W values at a time (``load2_<format>``: two vectors from one decoding in 16-bit lanes),
+# and their price for kernels that widen one vector at a time (``load_<format>``: 32-bit lanes).
+_DOUBLE_CHUNKS = ("sfp", "e4m3")
+_WIDEN_OPS_SINGLE = {"sfp": 13, "e4m3": 8}
 _WIDEN_OPS_NATIVE_F16 = {"f16": 1}  # F16C's vcvtph2ps (AVX-512F's on zmm) converts halves in one instruction
 _MAX_UNROLLED_CHUNKS = 16
 
@@ -46,10 +51,13 @@ def _applies(op, target):
     )
 
 
-def widen_ops(fmt, target) -> int:
-    """Vector instructions widening one chunk of B (and subtracting its zero point) to f32 lanes."""
+def widen_ops(fmt, target, single: bool = False) -> int:
+    """Vector instructions widening one chunk of B (and subtracting its zero point) to f32 lanes; ``single``:
+    for a kernel that widens one vector at a time (``load_<format>``, also for the double-chunk formats)."""
     if fmt.name == "f16" and target.has("f16c"):
         return _WIDEN_OPS_NATIVE_F16["f16"]
+    if single and fmt.name in _DOUBLE_CHUNKS:
+        return _WIDEN_OPS_SINGLE[fmt.name]
     return _WIDEN_OPS[fmt.name] + (_float_zero(fmt))  # a zero point subtracted from the f32 lanes
 
 
@@ -200,10 +208,11 @@ def widened(lw, fmt, bp: str, g: str, e0, cnt: int, shift) -> str:
     return x if shift is None else f"{lw.v}::sub({x}, {shift})"
 
 
-def chunk_loop(lw, fmt, G: int, u: int, chunk) -> None:
-    """chunk(e0, slot, count) over a group's G values, W at a time, slot = chunk index mod u: unrolled for
-    short groups (and always for block formats), else a rolled loop of u chunks per trip, the rest unrolled."""
-    W = lw.W
+def chunk_loop(lw, fmt, G: int, u: int, chunk, W: int | None = None) -> None:
+    """chunk(e0, slot, count) over a group's G values, W (default: the vector width) at a time, slot = chunk
+    index mod u: unrolled for short groups (and always for block formats), else a rolled loop of u chunks
+    per trip, the rest unrolled."""
+    W = W or lw.W
     full, tail = divmod(G, W)
     if full + bool(tail) <= _MAX_UNROLLED_CHUNKS or fmt.block:
         for c, e0 in enumerate(range(0, G, W)):
@@ -263,7 +272,21 @@ def _group_chunks(lw, fmt, parts, ap, bps, shifts, g: str, G: int) -> None:
         for col, bp, sh in zip(parts, bps, shifts):
             lw.emit(f"{col[part]} = {v}::fma({av}, {widened(lw, fmt, bp, g, e0, cnt, sh)}, {col[part]});")
 
-    chunk_loop(lw, fmt, G, len(parts[0]), chunk)
+    def double_chunk(e0, part: int, cnt: int):  # 2W values: A's two vectors, B's from one load2_<format>
+        W, aoff = lw.W, f"{ap} + " + (" + ".join(x for x in (base, str(e0)) if x and x != "0") or "0")
+        halves = [(lw.fresh("av"), "", min(W, cnt))] + ([(lw.fresh("av"), f" + {W}", cnt - W)] if cnt > W else [])
+        for av, off, c in halves:
+            lw.emit(f"const {vt} {av} = {v}::load_f32({aoff}{off}, {c});")
+        for col, bp in zip(parts, bps):
+            lo, hi = lw.fresh("blo"), lw.fresh("bhi")
+            lw.emit(f"{vt} {lo}, {hi}; {v}::load2_{fmt.name}({bp} + {e0}, {cnt}, {lo}, {hi});")
+            for (av, _, _), bv in zip(halves, (lo, hi)):
+                lw.emit(f"{col[part]} = {v}::fma({av}, {bv}, {col[part]});")
+
+    if fmt.name in _DOUBLE_CHUNKS:
+        chunk_loop(lw, fmt, G, len(parts[0]), double_chunk, 2 * lw.W)
+    else:
+        chunk_loop(lw, fmt, G, len(parts[0]), chunk)
 
 
 DOT_QUANT = KernelDef(

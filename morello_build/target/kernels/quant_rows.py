@@ -76,7 +76,8 @@ def _cost(op, target):
     scaled_chunks = fmt.group > 1 and groups > 1  # each chunk times its group's scale
     feats = Features.of(
         vec_load=steps * (m + n),
-        vec_op=steps * n * (widen_ops(fmt, target) + scaled_chunks) + m * n * (u - 1 + (fmt.group > 1 and groups == 1)),
+        vec_op=steps * n * (widen_ops(fmt, target, single=True) + scaled_chunks)
+        + m * n * (u - 1 + (fmt.group > 1 and groups == 1)),
         vec_fma=steps * m * n,
         hsum=m * n,
         loop_iter=groups if groups > 1 else 0,
