@@ -301,8 +301,10 @@ def test_explain_features_adds_lines_and_nothing_else(capsys):
     plain = capsys.readouterr().out.splitlines()[1:]  # the header has the time
     assert main(args + ["--features"]) == 0
     rich = capsys.readouterr().out.splitlines()[1:]
-    assert [x for x in rich if not x.lstrip().startswith("features: ")] == plain
-    assert any("features: " in x and "own cost" in x for x in rich)
+    assert [x for x in rich if not x.lstrip().startswith(("features: ", "by class: "))] == plain
+    assert any("features: " in x and "added up: " in x for x in rich)
+    by_class = [x for x in rich if x.lstrip().startswith("by class: ")]
+    assert len(by_class) == len(plain) and all("; cost = " in x and "fma " in x for x in by_class[:1])
 
 
 def test_a_transposing_copy_of_runs_in_one_l1_set_is_refused():

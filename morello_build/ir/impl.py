@@ -194,14 +194,19 @@ def add_peak(peaks: Peaks, level: Level, nbytes: int) -> Peaks:
 def format_tree(impl: Impl, indent: str = "  ", features: bool = False, costs=None) -> str:
     """The chosen program as an indented tree, each node with its spec and cost; with ``features``,
     each node whose own work costs something gets a line with its feature counts under it (and their
-    price, the node's own cost, given the target's ``costs``)."""
+    price added up, given the target's ``costs``), and, given ``costs``, every node a line with its cycles
+    by port class and how the overlap rule makes its cost of them (synth/cost.py)."""
+    from morello_build.synth.cost import describe_parts
+
     lines: list[str] = []
 
     def walk(node, level):
         lines.append(f"{indent * level}{node.label()}  [cost {node.cost:,.0f}]  {node.spec.describe()}")
         if features and node.features:
-            own = f"  (own cost {node.features.dot(costs):,.1f})" if costs is not None else ""
+            own = f"  (added up: {node.features.dot(costs):,.1f})" if costs is not None else ""
             lines.append(f"{indent * (level + 2)}features: {node.features.describe()}{own}")
+        if features and costs is not None and node.parts:
+            lines.append(f"{indent * (level + 2)}by class: {describe_parts(node.parts, costs.hidden)}")
         for child in node.children:
             walk(child, level + 1)
 

@@ -117,6 +117,17 @@ def overlap(p: tuple[float, ...], hidden: float = 1.0) -> float:
     return busiest + p[SERIAL]
 
 
+def describe_parts(p: tuple[float, ...], hidden: float) -> str:
+    """A node's parts as ``overlap`` prices them, for ``explain --features``: each class's cycles (the node
+    and its children, per thread), the binding class, and how the rest adds."""
+    core = max(p[:N_OL], default=0.0)
+    memory = max(p[LOAD], p[STORE]) + p[TRANSFER]
+    binding = "L1 ports + transfers" if memory >= core else CLASSES[p[:N_OL].index(core)]
+    classes = ", ".join(f"{c} {x:,.1f}" for c, x in zip(CLASSES, p) if x and c != "phased")
+    rest = f" + {1 - hidden:.0%} of the rest" if hidden < 1.0 else ""
+    return f"{classes or 'nothing'}; cost = {binding} {max(core, memory):,.1f}{rest} + serial"
+
+
 def combine(own: tuple[float, ...], children, weights, phases=(), hidden=1.0) -> tuple[float, tuple[float, ...]]:
     """THE combination rule (see the module docstring): a node's parts are its own features' parts
     (``parts(features, costs)``, computed once per plan) plus each child's parts times how often it runs
