@@ -25,6 +25,7 @@ from morello_build.synth.cost import (
     l2_evicts,
     l2_reuse_lines,
     lines_read,
+    lost_streams,
     shared_lines,
     short_runs,
     view_evicts,
@@ -173,10 +174,24 @@ def test_gl_short_run_counts_page_short_runs_a_loop_starts():
     spec = _spec("matmul 1x64x1024 a=f32 b=bf16 c=f32 accum")
     columns = canonicalize(Spec(tile_op(spec.op, (1, 1, 64, 256)), spec.limits))
     assert _loop_features(columns, (1, 1, 8, 256)).get("gl_short_run") == 8 * 8
-    assert _loop_features(columns, (1, 1, 64, 128)).get("gl_short_run") == 0  # stepping n continues the runs
     assert _loop_features(spec, (1, 1, 8, 1024)).get("gl_short_run") == 0  # whole rows: one dense run
     gemm = _spec("matmul 4x64x1024 a=f32 b=bf16 c=f32 accum")  # B reused by 4 rows: from the caches
     assert short_runs(gemm.op, (1, 4, 8, 256), (2, 3), 32, AVX2) == 0
+
+
+def test_gl_short_run_counts_the_pieces_of_streams_the_prefetchers_lose():
+    """Stepping n continues the body's runs, so each row of its tile is a stream: up to prefetch_streams (8)
+    of them side by side count nothing; 64 rows of 256-byte pieces count every piece of every row."""
+    spec = _spec("matmul 1x64x1024 a=f32 b=bf16 c=f32 accum")
+    assert AVX2.costs.prefetch_streams == 8
+    rows64 = canonicalize(Spec(tile_op(spec.op, (1, 1, 64, 256)), spec.limits))
+    assert _loop_features(rows64, (1, 1, 64, 128)).get("gl_short_run") == 2 * 64
+    rows8 = canonicalize(Spec(tile_op(spec.op, (1, 1, 8, 256)), spec.limits))
+    assert _loop_features(rows8, (1, 1, 8, 128)).get("gl_short_run") == 0
+    wide = _spec("matmul 1x64x8192 a=f32 b=bf16 c=f32 accum")  # pieces of a page: each is a run of its own
+    assert _loop_features(wide, (1, 1, 64, 2048)).get("gl_short_run") == 0
+    gemm = _spec("matmul 4x64x1024 a=f32 b=bf16 c=f32 accum")  # B reused by 4 rows: from the caches
+    assert lost_streams(gemm.op, (1, 4, 64, 128), (3,), 8, AVX2) == 0
 
 
 def test_gl_interleaved_counts_lines_of_interleaved_streams():

@@ -230,14 +230,14 @@ def fma_steps(fmas: int, costs: CostTable) -> Features:
 # -- loops -----------------------------------------------------------------------------------------
 def loop_features(op, bodies, counts, dims, tile, parallel: bool, unrolled: bool, target) -> Features:
     """A loop's own work: one ``loop_iter`` per trip unless codegen unrolls it, the short runs it
-    starts (``gl_short_run``); serial loops save ``l2_reuse_line`` (lines later trips read from L2);
-    parallel loops pay their share of the output lines their tasks share (``shared_line``) and
-    their per-trip work at the busiest thread's share, plus one ``parallel_setup``. ``bodies`` are the
-    regions' specs, ``counts`` their tile counts. (Short runs are counted for all trips, also in a
-    parallel loop: the model has always done so.)"""
+    starts or whose streams the prefetchers lose (``gl_short_run``); serial loops save ``l2_reuse_line``
+    (lines later trips read from L2); parallel loops pay their share of the output lines their tasks
+    share (``shared_line``) and their per-trip work at the busiest thread's share, plus one
+    ``parallel_setup``. ``bodies`` are the regions' specs, ``counts`` their tile counts. (Short runs are
+    counted for all trips, also in a parallel loop: the model has always done so.)"""
     trips = sum(counts)
     loop_iter = 0 if unrolled else trips
-    runs = short_runs(op, tile, dims, trips, target)
+    runs = short_runs(op, tile, dims, trips, target) + lost_streams(op, tile, dims, trips, target)
     if parallel:
         shared = sum(n * shared_lines(s) for n, s in zip(counts, bodies))
         per_trip = Features.of(loop_iter=loop_iter, shared_line=shared) * busiest_share(trips, target.threads)
@@ -290,6 +290,30 @@ def short_runs(op, tile: tuple[int, ...], dims: tuple[int, ...], trips: int, tar
         body = operand_tiles(op, tile)[i]  # only here: most loops count nothing, and plan() is hot
         if body.bytes < body.runs() * target.costs.page_bytes:
             runs += trips * body.runs()
+    return runs
+
+
+def lost_streams(op, tile: tuple[int, ...], dims: tuple[int, ...], trips: int, target) -> int:
+    """``gl_short_run``: a loop that steps a main-memory input read once (a GEMV's weights) along its fastest
+    dim continues the body's runs on every trip, so each run of the body's tile is a stream the prefetchers
+    follow side by side. Past ``prefetch_streams`` of them, each shorter than a page, they lose track: every
+    trip's piece of every run is a short run whose lines wait for DRAM (1x2048x4096 bf16 K x N on Zen 3, one
+    thread: k tiles of 8 rows read 13.8 GB/s, of 16 rows 7.6, of 32 to 64 rows 2.8, while the model costed
+    them within 3% of each other). Short runs are counted for a parallel loop's trips too, as short_runs'."""
+    if not op.reduction_dims:
+        return 0
+    runs = 0
+    for i, (t, idims) in enumerate(zip(op.operands, op.operand_iter_dims)):
+        reused = any(e > 1 for j, e in enumerate(op.iter_shape) if j not in idims)
+        if i in op.outputs or reused or t.level != Level.GL:
+            continue
+        stepped = {p for p, j in enumerate(idims) if j in dims}
+        if stepped != {t.layout.digits[-1].dim}:
+            continue
+        body = operand_tiles(op, tile)[i]
+        n = body.runs()
+        if n > target.costs.prefetch_streams and body.bytes < n * target.costs.page_bytes:
+            runs += trips * n
     return runs
 
 
