@@ -33,9 +33,10 @@ SPECS = [
     "matmul 1x64x3 b=i8:col group=32 scales=f32 aquant=i8",
     "matmul 3x64x5 b=i8:col group=channel scales=bf16 zero aquant=i8",
     "matmul 1x128x2 b=i8:col group=64 scales=f16 aquant=i8",
-    "matmul 1x64x5 b=i4:col group=32 scales=f32 aquant=i8",
+    "matmul 1x96x5 b=i4:col group=32 scales=f16 aquant=i8",
     "matmul 2x96x3 b=i4:col group=channel scales=bf16 zero aquant=i8",
     "matmul 2x64x3 b=q8_0 aquant=i8 batch=2",
+    "matmul 1x128x3 b=i4:col group=64 scales=f32 aquant=i8",
 ]
 
 
@@ -102,7 +103,7 @@ def test_quantizing_copy_outside_the_loop_over_n():
     above = [n for n in walk(impl) if isinstance(n, Loop) and any(x is moves[0] for x in walk(n))]
     assert not any(3 in n.dims and not n.parallel for n in above)  # once per task: no serial loop over N
     kernels = {n.name for n in walk(impl) if isinstance(n, Kernel)}
-    assert "dot_int" in kernels and "dot_quant" not in kernels
+    assert kernels & {"dot_int", "dot_int4"} and "dot_quant" not in kernels
 
 
 # -- random data ------------------------------------------------------------------------------------------
