@@ -202,7 +202,9 @@ def _single(lw, fmt, aps, cols, blk: str, accs) -> None:
 
 def _vector_regs(op, target) -> int:
     _, m, _, n = op.iter_shape
-    return m * n + 4 * m + 8  # accumulators; per row A's two halves, offsets, scales; 4 constants, 4 temporaries
+    # accumulators; per row A's two halves (its offsets and scales are read from the stack where registers
+    # run out: memory operands, no extra instruction); 3 constants and 4 temporaries
+    return m * n + 2 * m + 7
 
 
 DOT_INT4 = KernelDef(
