@@ -257,3 +257,24 @@ def test_cost_counts_bytes_and_instructions():
     q8, q4 = feats("b=q8_0"), feats("b=q4_0")
     assert q8["gl_line"] == 4096 * 34 // 32 // 64 and q4["gl_line"] == 4096 * 18 // 32 // 64  # A is in L1
     assert q8["vec_fma"] == q4["vec_fma"] == 4096 // 32 and q4["vec_op"] > q8["vec_op"]  # nibbles cost more
+
+
+def test_dot_int4_reads_one_stream_with_fewer_instructions():
+    from dataclasses import replace
+
+    from morello_build.ir.levels import Level
+    from morello_build.target.kernels.quant_int import DOT_INT
+    from morello_build.target.kernels.quant_int4 import DOT_INT4
+
+    target = get_target("avx2", threads=1)
+
+    def op(b):
+        o = parse_spec(f"matmul 1x4096x4 {b} aquant=i8 accum").to_spec(target.limits()).op
+        return o.with_operands((replace(o.a, dtype=aquant.Q8A, level=Level.L1), o.b, replace(o.c, level=Level.RF)))
+
+    for b in ("b=q4_0", "b=i4:col group=32 scales=f16"):
+        new, old = dict(DOT_INT4.cost(op(b), target)), dict(DOT_INT.cost(op(b), target))
+        assert "gl_interleaved" not in new and old["gl_interleaved"] > 0  # the prefetches make one stream
+        assert new["gl_line"] == old["gl_line"] and new["vec_op"] < old["vec_op"], b
+    assert not DOT_INT4.applies(op("b=i4:col group=32 zero"), target)  # a zero point per group: dot_int's
+    assert not DOT_INT4.applies(op("b=q8_0"), target)
