@@ -36,7 +36,8 @@ SPECS = [
     "matmul 1x96x5 b=i4:col group=32 scales=f16 aquant=i8",
     "matmul 2x96x3 b=i4:col group=channel scales=bf16 zero aquant=i8",
     "matmul 2x64x3 b=q8_0 aquant=i8 batch=2",
-    "matmul 1x128x3 b=i4:col group=64 scales=f32 aquant=i8",
+    "matmul 2x128x4 b=i4:col group=64 scales=f32 aquant=i8",
+    "matmul 3x96x5 b=q4_0 aquant=i8",
 ]
 
 

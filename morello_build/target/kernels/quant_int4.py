@@ -11,7 +11,8 @@ Cheaper per block than ``dot_int``'s sign trick, with the same exact integer blo
   holds element j low, j + 16 high, so the 128-bit halves; i4: byte j holds 2j low, 2j + 1 high, so evens
   then odds); the two blocks' int16 sums are added, summed to 8 int32 lanes (4 per block), converted and
   FMA'd with ``sa * sb`` of their block (one multiply and one permute per step);
-- up to 4 outputs (rows x columns) per kernel; each step prefetches the bytes that follow the kernel's
+- up to 8 outputs (rows x columns) per kernel (A's rearranged rows shared by its columns, each column's
+  nibbles by its rows); each step prefetches the bytes that follow the kernel's
   last column, a share per step, so that the columns of a ``for n`` loop are read as one stream (without
   it, several short interleaved streams defeat the hardware prefetchers: 2-3x slower from DRAM here).
 """
@@ -24,13 +25,14 @@ from morello_build.target.kernels.common import KernelDef
 from morello_build.target.kernels.quant_int import block_ptr, dot_applies, prologue, scale_zero
 
 LINE = 64
+MAX_OUTPUTS = 8  # rows x columns per kernel: M = 1 takes 8 columns, M = 4 4 x 2
 _EVENS_ODDS = "0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15"
 
 
 def _applies(op, target) -> bool:
     fmt = op.b.dtype if op.kind == "matmul" else None
     return (
-        dot_applies(op, target)
+        dot_applies(op, target, max_cols=MAX_OUTPUTS)
         and fmt.name in ("q4_0", "i4")
         and not fmt.zero
         and _vector_regs(op, target) <= target.vector_regs
@@ -53,7 +55,8 @@ def _cost(op, target) -> Features:
     unpacks, 2 permutes) and their offsets (2 maddubs, an add) and scales (an unpack); per column, the
     nibbles masked (and, shift, and; q4_0: an insert) and the scales converted (a move, F16C); per row and
     column 2 maddubs, add, sub, madd, convert, multiply, permute and the FMA. Prefetches are loads; B is
-    read as one stream (the prefetches make the n columns one sequential run)."""
+    read as one stream (the prefetches make the n columns one sequential run). Where registers run out
+    (_vector_regs counts those the loop needs), each value beyond them costs a store and two loads a step."""
     fmt, (_, m, k, n) = op.b.dtype, op.iter_shape
     blocks = k // BLOCK
     pairs, per = _prefetch_plan(fmt, k, n)
@@ -61,8 +64,10 @@ def _cost(op, target) -> Features:
     row_ops = (2 if q4 else 6) + 3 + 1
     col_ops = 3 + q4 + 2
     single = blocks % 2  # the odd last block: the same per block, no pairing
+    spill = max(0, m * n + 4 * m + 7 - target.vector_regs)  # values kept on the stack: a store, 2 loads a step
     feats = Features.of(
-        vec_load=pairs * (4 * m + (1 + q4) * n + per) + single * (2 * m + n),
+        vec_load=pairs * (4 * m + (1 + q4) * n + per + 2 * spill) + single * (2 * m + n),
+        vec_store=pairs * spill,
         vec_op=pairs * (m * row_ops + n * col_ops + 8 * m * n) + single * (m * 3 + n * 4 + 5 * m * n),
         vec_fma=(pairs + single) * m * n,
         scalar_op=(pairs * 3 + single * 2) * n,
@@ -202,9 +207,9 @@ def _single(lw, fmt, aps, cols, blk: str, accs) -> None:
 
 def _vector_regs(op, target) -> int:
     _, m, _, n = op.iter_shape
-    # accumulators; per row A's two halves (its offsets and scales are read from the stack where registers
-    # run out: memory operands, no extra instruction); 3 constants and 4 temporaries
-    return m * n + 2 * m + 7
+    # accumulators, 3 constants and 4 temporaries (A's per-row halves, offsets and scales can live on the
+    # stack: memory operands, priced in _cost)
+    return m * n + 7
 
 
 DOT_INT4 = KernelDef(
