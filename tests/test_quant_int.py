@@ -33,9 +33,11 @@ SPECS = [
     "matmul 1x64x3 b=i8:col group=32 scales=f32 aquant=i8",
     "matmul 3x64x5 b=i8:col group=channel scales=bf16 zero aquant=i8",
     "matmul 1x128x2 b=i8:col group=64 scales=f16 aquant=i8",
-    "matmul 1x64x5 b=i4:col group=32 scales=f32 aquant=i8",
+    "matmul 1x96x5 b=i4:col group=32 scales=f16 aquant=i8",
     "matmul 2x96x3 b=i4:col group=channel scales=bf16 zero aquant=i8",
     "matmul 2x64x3 b=q8_0 aquant=i8 batch=2",
+    "matmul 2x128x4 b=i4:col group=64 scales=f32 aquant=i8",
+    "matmul 3x96x5 b=q4_0 aquant=i8",
 ]
 
 
@@ -102,7 +104,7 @@ def test_quantizing_copy_outside_the_loop_over_n():
     above = [n for n in walk(impl) if isinstance(n, Loop) and any(x is moves[0] for x in walk(n))]
     assert not any(3 in n.dims and not n.parallel for n in above)  # once per task: no serial loop over N
     kernels = {n.name for n in walk(impl) if isinstance(n, Kernel)}
-    assert "dot_int" in kernels and "dot_quant" not in kernels
+    assert kernels & {"dot_int", "dot_int4"} and "dot_quant" not in kernels
 
 
 # -- random data ------------------------------------------------------------------------------------------
@@ -256,3 +258,24 @@ def test_cost_counts_bytes_and_instructions():
     q8, q4 = feats("b=q8_0"), feats("b=q4_0")
     assert q8["gl_line"] == 4096 * 34 // 32 // 64 and q4["gl_line"] == 4096 * 18 // 32 // 64  # A is in L1
     assert q8["vec_fma"] == q4["vec_fma"] == 4096 // 32 and q4["vec_op"] > q8["vec_op"]  # nibbles cost more
+
+
+def test_dot_int4_reads_one_stream_with_fewer_instructions():
+    from dataclasses import replace
+
+    from morello_build.ir.levels import Level
+    from morello_build.target.kernels.quant_int import DOT_INT
+    from morello_build.target.kernels.quant_int4 import DOT_INT4
+
+    target = get_target("avx2", threads=1)
+
+    def op(b):
+        o = parse_spec(f"matmul 1x4096x4 {b} aquant=i8 accum").to_spec(target.limits()).op
+        return o.with_operands((replace(o.a, dtype=aquant.Q8A, level=Level.L1), o.b, replace(o.c, level=Level.RF)))
+
+    for b in ("b=q4_0", "b=i4:col group=32 scales=f16"):
+        new, old = dict(DOT_INT4.cost(op(b), target)), dict(DOT_INT.cost(op(b), target))
+        assert "gl_interleaved" not in new and old["gl_interleaved"] > 0  # the prefetches make one stream
+        assert new["gl_line"] == old["gl_line"] and new["vec_op"] < old["vec_op"], b
+    assert not DOT_INT4.applies(op("b=i4:col group=32 zero"), target)  # a zero point per group: dot_int's
+    assert not DOT_INT4.applies(op("b=q8_0"), target)

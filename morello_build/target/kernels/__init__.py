@@ -13,7 +13,19 @@ kernel is adding one record to a family and to ``CATALOG``.
 
 from __future__ import annotations
 
-from morello_build.target.kernels import dot, gate, moves, outer, quant, quant_int, quant_pair, quant_rows, rows, zero
+from morello_build.target.kernels import (
+    dot,
+    gate,
+    moves,
+    outer,
+    quant,
+    quant_int,
+    quant_int4,
+    quant_pair,
+    quant_rows,
+    rows,
+    zero,
+)
 from morello_build.target.kernels.common import (
     KernelDef,
     columns_unit_stride,
@@ -37,6 +49,7 @@ CATALOG: tuple[KernelDef, ...] = (
     quant.DOT_QUANT,
     quant_rows.DOT_QUANT_ROWS,
     quant_pair.DOT_QUANT_PAIR,
+    quant_int4.DOT_INT4,
     quant_int.DOT_INT_VNNI,
     quant_int.DOT_INT,
     quant_int.DOT_INT_SCALAR,

@@ -33,7 +33,7 @@ _WIDEN_OPS = {"q8_0": 0, "i8": 0, "q4_0": 5, "i4": 7}
 _DOT_OPS = 6  # abs, sign, maddubs, madd, convert, broadcast of sa * sb (the FMA counted apart)
 
 
-def _dot_applies(op, target, max_cols: int = MAX_COLS) -> bool:
+def dot_applies(op, target, max_cols: int = MAX_COLS) -> bool:
     if op.kind != "matmul":
         return False
     b, m, k, n = op.iter_shape
@@ -56,7 +56,7 @@ def _dot_applies(op, target, max_cols: int = MAX_COLS) -> bool:
     )
 
 
-def _operand_lines(op, n: int) -> Features:
+def operand_lines(op, n: int) -> Features:
     fmt, k = op.b.dtype, op.iter_shape[2]
     scale_lines = -(-int(n * k * fmt.scale_bytes) // 64) if op.b.level == Level.GL else 0
     return lines_read(op.a) + streams_read(op.b, n) + Features.of(gl_line=scale_lines)
@@ -78,14 +78,14 @@ def _dot_cost(op, target, vnni: bool = False) -> Features:
         hsum=m * n,
         loop_iter=blocks,
     )
-    return feats + _operand_lines(op, n)
+    return feats + operand_lines(op, n)
 
 
 def _scalar_cost(op, target) -> Features:
     fmt, (_, m, k, n) = op.b.dtype, op.iter_shape
     blocks = k // BLOCK
     feats = Features.of(scalar_op=blocks * m * n * (2 * BLOCK + 3 + fmt.zero), loop_iter=blocks)
-    return feats + _operand_lines(op, n)
+    return feats + operand_lines(op, n)
 
 
 # -- emitters ---------------------------------------------------------------------------------------------
@@ -107,17 +107,17 @@ def _pointers(lw, a, b, m: int, n: int):
     return aps, cols
 
 
-def _block(fmt, bp: str, blk: str) -> str:
+def block_ptr(fmt, bp: str, blk: str) -> str:
     """The pointer to block ``blk`` of a column's weights (ggml blocks: their fp16 scale first)."""
     return f"{bp} + {blk} * {fmt.unit_size if fmt.block else fmt.bits * BLOCK // 8}"
 
 
-def _scale_zero(lw, fmt, col, blk: str, f16c: bool = False):
+def scale_zero(lw, fmt, col, blk: str, f16c: bool = False):
     """(the block's weight scale, its zero point as an int expression or None) as C expressions; ``f16c``:
     halves converted by F16C's vcvtph2ps (the runtime's portable conversion is a dozen instructions)."""
     bp, sp, zp = col
     if fmt.block:
-        p = f"({_block(fmt, bp, blk)})"
+        p = f"({block_ptr(fmt, bp, blk)})"
         if f16c:
             bits = f"[&] {{ uint16_t d; std::memcpy(&d, {p}, 2); return d; }}()"  # one 16-bit load
             return f"_cvtsh_ss({bits})", None
@@ -129,7 +129,7 @@ def _scale_zero(lw, fmt, col, blk: str, f16c: bool = False):
     return f"{lw.rt}::scale_{fmt.scales}({sp}[{g}])", z
 
 
-def _prologue(lw, node, binds, name: str):
+def prologue(lw, node, binds, name: str):
     a, b, c = binds
     _, m, k, n = node.spec.op.iter_shape
     check_dot_operands(lw, name, a, (b,), (c,), m, k, n)
@@ -140,7 +140,7 @@ def _prologue(lw, node, binds, name: str):
 
 
 def _scalar_emit(lw, node, binds) -> None:
-    c, aps, cols, blk = _prologue(lw, node, binds, "dot_int_scalar")
+    c, aps, cols, blk = prologue(lw, node, binds, "dot_int_scalar")
     fmt, (_, m, k, n) = binds[1].dtype, node.spec.op.iter_shape
     accs = [[lw.fresh("acc") for _ in range(n)] for _ in range(m)]
     lw.emit("float " + ", ".join(f"{x} = 0.0f" for row in accs for x in row) + ";")
@@ -161,9 +161,9 @@ def _scalar_emit(lw, node, binds) -> None:
 
 def _scalar_block(lw, fmt, col, blk: str, acc: str) -> None:
     """acc += sa * sb * (the block's int32 sum of qa * (qb - z)), for one row (sa, qa) and column."""
-    sb, z = _scale_zero(lw, fmt, col, blk)
+    sb, z = scale_zero(lw, fmt, col, blk)
     q, s = lw.fresh("q"), lw.fresh("s")
-    lw.emit(f"const {fmt.ctype}* {q} = {_block(fmt, col[0], blk)};")
+    lw.emit(f"const {fmt.ctype}* {q} = {block_ptr(fmt, col[0], blk)};")
     lw.emit(f"int32_t {s} = 0;")
     zt = f" - {z}" if z else ""
     if fmt.name == "q8_0":
@@ -200,7 +200,7 @@ def _avx2_weights(fmt, p: str, z) -> str:
 
 
 def _avx2_emit(lw, node, binds, vnni: bool = False) -> None:
-    c, aps, cols, blk = _prologue(lw, node, binds, "dot_int_vnni" if vnni else "dot_int")
+    c, aps, cols, blk = prologue(lw, node, binds, "dot_int_vnni" if vnni else "dot_int")
     fmt, (_, m, k, n) = binds[1].dtype, node.spec.op.iter_shape
     blocks = k // BLOCK
     chains = 2 if blocks > 1 else 1  # two FMA chains per output (even and odd blocks): latency, not FMAs, binds
@@ -254,9 +254,9 @@ def _avx2_block(lw, fmt, aps, cols, blk: str, accs, vnni: bool) -> None:
         if zero_i8:  # sum qa per lane (maddubs of ones by qa)
             lw.emit(f"const __m256i {qas[-1]}s = {_products('_mm256_set1_epi8(1)', qas[-1], vnni)};")
     for j, col in enumerate(cols):
-        sb, z = _scale_zero(lw, fmt, col, blk, f16c=True)
+        sb, z = scale_zero(lw, fmt, col, blk, f16c=True)
         qb, sbv = lw.fresh("qb"), lw.fresh("sb")
-        lw.emit(f"const __m256i {qb} = {_avx2_weights(fmt, _block(fmt, col[0], blk), None if zero_i8 else z)};")
+        lw.emit(f"const __m256i {qb} = {_avx2_weights(fmt, block_ptr(fmt, col[0], blk), None if zero_i8 else z)};")
         lw.emit(f"const __m256i {qb}u = _mm256_sign_epi8({qb}, {qb});")
         lw.emit(f"const float {sbv} = {sb};")
         for r, (sa, qa) in enumerate(zip(sas, qas)):
@@ -323,7 +323,7 @@ DOT_INT = KernelDef(
     name="dot_int",
     kind="matmul",
     vector=True,
-    applies=_dot_applies,
+    applies=dot_applies,
     cost=_dot_cost,
     emit=_avx2_emit,
     doc="n dot products of int8-quantized A with integer weights: AVX2 maddubs sign trick, f32 per block",
@@ -334,7 +334,7 @@ DOT_INT_VNNI = KernelDef(
     name="dot_int_vnni",
     kind="matmul",
     vector=True,
-    applies=_dot_applies,
+    applies=dot_applies,
     cost=lambda op, target: _dot_cost(op, target, vnni=True),
     emit=lambda lw, node, binds: _avx2_emit(lw, node, binds, vnni=True),
     doc="dot_int with AVX-512 VNNI's vpdpbusd (on ymm, AVX512VL) in place of maddubs and madd",
@@ -345,7 +345,7 @@ DOT_INT_SCALAR = KernelDef(
     name="dot_int_scalar",
     kind="matmul",
     vector=False,
-    applies=_dot_applies,
+    applies=dot_applies,
     cost=_scalar_cost,
     emit=_scalar_emit,
     doc="n dot products of int8-quantized A with integer weights in int32 scalar loops",

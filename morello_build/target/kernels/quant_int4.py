@@ -1,0 +1,225 @@
+"""``dot_int4``: ``aquant=i8`` dot products with 4-bit weights whose offset is the constant 8 (``q4_0``, and
+``i4`` without a zero point), on AVX2 (ir/aquant.py: the semantics; quant_int.py: the general kernels).
+
+Cheaper per block than ``dot_int``'s sign trick, with the same exact integer block sums:
+
+- the nibbles stay unsigned: ``maddubs`` multiplies them (u8, 0..15) by qa (s8), and the offset is taken
+  off once per A block for every column, as ``8 * sum qa`` (``maddubs`` of 8s by qa, int16: each lane's
+  total stays under 12,000 in magnitude);
+- two blocks per step in one ymm: their nibbles are masked and shifted in place (no byte unpack), and A's
+  two blocks are rearranged once per step for every column to match the weights' order (q4_0: byte j
+  holds element j low, j + 16 high, so the 128-bit halves; i4: byte j holds 2j low, 2j + 1 high, so evens
+  then odds); the two blocks' int16 sums are added, summed to 8 int32 lanes (4 per block), converted and
+  FMA'd with ``sa * sb`` of their block (one multiply and one permute per step);
+- up to 8 outputs (rows x columns) per kernel (A's rearranged rows shared by its columns, each column's
+  nibbles by its rows); each step prefetches the bytes that follow the kernel's
+  last column, a share per step, so that the columns of a ``for n`` loop are read as one stream (without
+  it, several short interleaved streams defeat the hardware prefetchers: 2-3x slower from DRAM here).
+"""
+
+from __future__ import annotations
+
+from morello_build.ir.aquant import BLOCK, Q8A
+from morello_build.synth.cost import Features, lines_read
+from morello_build.target.kernels.common import KernelDef
+from morello_build.target.kernels.quant_int import block_ptr, dot_applies, prologue, scale_zero
+
+LINE = 64
+MAX_OUTPUTS = 8  # rows x columns per kernel: M = 1 takes 8 columns, M = 4 4 x 2
+_EVENS_ODDS = "0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15"
+
+
+def _applies(op, target) -> bool:
+    fmt = op.b.dtype if op.kind == "matmul" else None
+    return (
+        dot_applies(op, target, max_cols=MAX_OUTPUTS)
+        and fmt.name in ("q4_0", "i4")
+        and not fmt.zero
+        and _vector_regs(op, target) <= target.vector_regs
+    )
+
+
+def _column_bytes(fmt, k: int) -> int:
+    return k // BLOCK * (fmt.unit_size if fmt.block else BLOCK // 2)
+
+
+def _prefetch_plan(fmt, k: int, n: int) -> tuple[int, int]:
+    """(pairs of blocks, lines prefetched per pair): the next n columns' bytes spread over the pairs."""
+    pairs = k // BLOCK // 2
+    lines = -(-n * _column_bytes(fmt, k) // LINE)
+    return pairs, (-(-lines // pairs) if pairs else 0)
+
+
+def _cost(op, target) -> Features:
+    """Per pair of blocks: per row, A's two blocks rearranged (q4_0: 2 permutes; i4: 2 shuffles, 2
+    unpacks, 2 permutes) and their offsets (2 maddubs, an add) and scales (an unpack); per column, the
+    nibbles masked (and, shift, and; q4_0: an insert) and the scales converted (a move, F16C); per row and
+    column 2 maddubs, add, sub, madd, convert, multiply, permute and the FMA. Prefetches are loads; B is
+    read as one stream (the prefetches make the n columns one sequential run). Where registers run out
+    (_vector_regs counts those the loop needs), each value beyond them costs a store and two loads a step."""
+    fmt, (_, m, k, n) = op.b.dtype, op.iter_shape
+    blocks = k // BLOCK
+    pairs, per = _prefetch_plan(fmt, k, n)
+    q4 = fmt.name == "q4_0"
+    row_ops = (2 if q4 else 6) + 3 + 1
+    col_ops = 3 + q4 + 2
+    single = blocks % 2  # the odd last block: the same per block, no pairing
+    spill = max(0, m * n + 4 * m + 7 - target.vector_regs)  # values kept on the stack: a store, 2 loads a step
+    feats = Features.of(
+        vec_load=pairs * (4 * m + (1 + q4) * n + per + 2 * spill) + single * (2 * m + n),
+        vec_store=pairs * spill,
+        vec_op=pairs * (m * row_ops + n * col_ops + 8 * m * n) + single * (m * 3 + n * 4 + 5 * m * n),
+        vec_fma=(pairs + single) * m * n,
+        scalar_op=(pairs * 3 + single * 2) * n,
+        hsum=m * n,
+        loop_iter=pairs,
+    )
+    scale_lines = -(-int(n * k * fmt.scale_bytes) // LINE) if not fmt.block else 0
+    return feats + lines_read(op.a) + lines_read(op.b) + Features.of(gl_line=scale_lines)
+
+
+# -- emitter -----------------------------------------------------------------------------------------------
+def _emit(lw, node, binds) -> None:
+    c, aps, cols, blk = prologue(lw, node, binds, "dot_int4")
+    fmt, (_, m, k, n) = binds[1].dtype, node.spec.op.iter_shape
+    pairs, per = _prefetch_plan(fmt, k, n)
+    accs = [[lw.fresh("acc") for _ in range(n)] for _ in range(m)]
+    lw.emit("__m256 " + ", ".join(f"{x} = _mm256_setzero_ps()" for row in accs for x in row) + ";")
+    lw.emit("const __m256i m15 = _mm256_set1_epi8(15), ones16 = _mm256_set1_epi16(1), eights = _mm256_set1_epi8(8);")
+    if fmt.name == "i4":
+        lw.emit(f"const __m256i evens_odds = _mm256_setr_epi8({_EVENS_ODDS}, {_EVENS_ODDS});")
+    if pairs:
+        lw.emit("const __m256i pair_lanes = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);")
+        nxt = f"reinterpret_cast<const char*>({cols[-1][0]}) + {_column_bytes(fmt, k)}"
+        lw.open(f"for (ix {blk} = 0; {blk} + 1 < {k // BLOCK}; {blk} += 2) {{")
+        for u in range(per):  # the following columns' bytes: this pair's share
+            lw.emit(f"_mm_prefetch({nxt} + ({blk} / 2 * {per} + {u}) * {LINE}, _MM_HINT_T0);")
+        _pair(lw, fmt, aps, cols, blk, accs)
+        lw.close()
+    if k // BLOCK % 2:
+        _single(lw, fmt, aps, cols, str(k // BLOCK - 1), accs)
+    for r, row in enumerate(accs):
+        for j, acc in enumerate(row):
+            h = lw.fresh("h")
+            lw.emit(f"__m128 {h} = _mm_add_ps(_mm256_castps256_ps128({acc}), _mm256_extractf128_ps({acc}, 1));")
+            lw.emit(f"{h} = _mm_add_ps({h}, _mm_movehl_ps({h}, {h}));")
+            lw.emit(f"{h} = _mm_add_ss({h}, _mm_movehdup_ps({h}));")
+            lw.emit(f"{lw.elem(c, (0, r, j))} += _mm_cvtss_f32({h});")
+    lw.close()
+
+
+def _load(p: str, bits: int = 256) -> str:
+    return f"_mm{bits if bits > 128 else ''}_loadu_si{bits}(reinterpret_cast<const __m{bits}i*>({p}))"
+
+
+def _pair(lw, fmt, aps, cols, blk: str, accs) -> None:
+    """Blocks blk and blk + 1: A's rows rearranged to the weights' order, then every column and row."""
+    rows = []
+    for ap in aps:
+        x0, x1, lo, hi, corr, sa = (lw.fresh(s) for s in ("x", "x", "alo", "ahi", "corr", "sa"))
+        a0 = f"{ap} + {blk} * {Q8A.unit_size}"
+        lw.emit(f"const __m256i {x0} = {_load(f'{a0} + 4')}, {x1} = {_load(f'{a0} + {Q8A.unit_size + 4}')};")
+        if fmt.name == "q4_0":  # halves: elements 0..15 of both blocks, then 16..31 of both
+            lw.emit(f"const __m256i {lo} = _mm256_permute2x128_si256({x0}, {x1}, 0x20);")
+            lw.emit(f"const __m256i {hi} = _mm256_permute2x128_si256({x0}, {x1}, 0x31);")
+        else:  # even elements of both blocks, then odd ones
+            lw.emit(f"const __m256i {x0}s = _mm256_shuffle_epi8({x0}, evens_odds);")
+            lw.emit(f"const __m256i {x1}s = _mm256_shuffle_epi8({x1}, evens_odds);")
+            lw.emit(f"const __m256i {lo} = _mm256_permute4x64_epi64(_mm256_unpacklo_epi64({x0}s, {x1}s), 0xD8);")
+            lw.emit(f"const __m256i {hi} = _mm256_permute4x64_epi64(_mm256_unpackhi_epi64({x0}s, {x1}s), 0xD8);")
+        lw.emit(
+            f"const __m256i {corr} = _mm256_add_epi16(_mm256_maddubs_epi16(eights, {lo}), "
+            f"_mm256_maddubs_epi16(eights, {hi}));"
+        )
+        lw.emit(
+            f"const __m128 {sa} = _mm_unpacklo_ps(_mm_load_ss(reinterpret_cast<const float*>({a0})), "
+            f"_mm_load_ss(reinterpret_cast<const float*>({a0} + {Q8A.unit_size})));"
+        )
+        rows.append((lo, hi, corr, sa))
+    for j, col in enumerate(cols):
+        v, lo, hi, sb = (lw.fresh(s) for s in ("v", "lo", "hi", "sb"))
+        p0, p1 = block_ptr(fmt, col[0], blk), block_ptr(fmt, col[0], f"({blk} + 1)")
+        if fmt.name == "q4_0":
+            x = f"_mm256_castsi128_si256({_load(f'{p0} + 2', 128)})"
+            lw.emit(f"const __m256i {v} = _mm256_inserti128_si256({x}, {_load(f'{p1} + 2', 128)}, 1);")
+        else:  # the two blocks' bytes are adjacent
+            lw.emit(f"const __m256i {v} = {_load(p0)};")
+        lw.emit(f"const __m256i {lo} = _mm256_and_si256({v}, m15);")
+        lw.emit(f"const __m256i {hi} = _mm256_and_si256(_mm256_srli_epi16({v}, 4), m15);")
+        lw.emit(f"const __m128 {sb} = {_scale_pair(lw, fmt, col, blk)};")
+        for r, (alo, ahi, corr, sa) in enumerate(rows):
+            s = lw.fresh("s")
+            lw.emit(
+                f"const __m256i {s} = _mm256_sub_epi16(_mm256_add_epi16(_mm256_maddubs_epi16({lo}, {alo}), "
+                f"_mm256_maddubs_epi16({hi}, {ahi})), {corr});"
+            )
+            scale = f"_mm256_permutevar8x32_ps(_mm256_castps128_ps256(_mm_mul_ps({sa}, {sb})), pair_lanes)"
+            acc = accs[r][j]
+            lw.emit(f"{acc} = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16({s}, ones16)), {scale}, {acc});")
+
+
+def _scale_pair(lw, fmt, col, blk: str) -> str:
+    """(sb of block blk, sb of blk + 1, 0, 0): two halves converted at once where the scales are fp16."""
+    bp, sp, _ = col
+    if fmt.block:  # ggml's d, first in each block
+        halves = [
+            f"[&] {{ uint16_t d; std::memcpy(&d, {block_ptr(fmt, bp, b)}, 2); return d; }}()"
+            for b in (blk, f"({blk} + 1)")
+        ]
+    elif fmt.scales == "f16":
+        g = [f"({b}) / {fmt.group // BLOCK}" if fmt.group > BLOCK else b for b in (blk, f"{blk} + 1")]
+        halves = [f"{sp}[{x}]" for x in g]
+    else:
+        s0, s1 = (scale_zero(lw, fmt, col, b, f16c=True)[0] for b in (blk, f"({blk} + 1)"))
+        return f"_mm_setr_ps({s0}, {s1}, 0.0f, 0.0f)"
+    bits = f"int(uint32_t({halves[0]}) | uint32_t({halves[1]}) << 16)"
+    return f"_mm_cvtph_ps(_mm_cvtsi32_si128({bits}))"
+
+
+def _single(lw, fmt, aps, cols, blk: str, accs) -> None:
+    """The odd last block: A's row rearranged to the nibbles' order (q4_0: as stored; i4: evens, odds)."""
+    lw.open("{")
+    rows = []
+    for ap in aps:
+        a, corr, sa = lw.fresh("a"), lw.fresh("corr"), lw.fresh("sa")
+        x = _load(f"{ap} + {blk} * {Q8A.unit_size} + 4")
+        if fmt.name == "i4":
+            x = f"_mm256_permute4x64_epi64(_mm256_shuffle_epi8({x}, evens_odds), 0xD8)"
+        lw.emit(f"const __m256i {a} = {x};")
+        lw.emit(f"const __m256i {corr} = _mm256_maddubs_epi16(eights, {a});")
+        lw.emit(f"const float {sa} = {lw.rt}::a8_scale({ap} + {blk} * {Q8A.unit_size});")
+        rows.append((a, corr, sa))
+    for j, col in enumerate(cols):
+        x, v = lw.fresh("x"), lw.fresh("v")
+        p = block_ptr(fmt, col[0], blk) + (" + 2" if fmt.block else "")
+        lw.emit(f"const __m128i {x} = {_load(p, 128)};")
+        lw.emit(f"const __m256i {v} = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16({x}, 4), {x}), m15);")
+        sb = scale_zero(lw, fmt, col, blk, f16c=True)[0]
+        for r, (a, corr, sa) in enumerate(rows):
+            s, acc = lw.fresh("s"), accs[r][j]
+            lw.emit(f"const __m256i {s} = _mm256_sub_epi16(_mm256_maddubs_epi16({v}, {a}), {corr});")
+            lw.emit(
+                f"{acc} = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16({s}, ones16)), "
+                f"_mm256_set1_ps({sa} * ({sb})), {acc});"
+            )
+    lw.close()
+
+
+def _vector_regs(op, target) -> int:
+    _, m, _, n = op.iter_shape
+    # accumulators, 3 constants and 4 temporaries (A's per-row halves, offsets and scales can live on the
+    # stack: memory operands, priced in _cost)
+    return m * n + 7
+
+
+DOT_INT4 = KernelDef(
+    name="dot_int4",
+    kind="matmul",
+    vector=True,
+    applies=_applies,
+    cost=_cost,
+    emit=_emit,
+    doc="aquant=i8 dot products with q4_0 / i4 (offset 8): unsigned nibbles, two blocks per step, prefetched",
+    features=frozenset({"avx2", "f16c"}),
+    vector_regs=_vector_regs,
+)
