@@ -22,6 +22,7 @@ from morello_build.check.testing import compile_program, cxx
 from morello_build.codegen import emit_header
 from morello_build.ir.epilogue import ACTIVATIONS
 from morello_build.ir.grammar import SpecError, format_spec, parse_spec
+from morello_build.ir.spec import Level
 from morello_build.synth import search
 from morello_build.synth.actions import SplitPair, enumerate_actions
 from morello_build.synth.search import synthesize
@@ -38,9 +39,10 @@ SPECS = (
 )
 # Searched without SplitPair, so that the pair's own dot kernels (dot_*_pair: both B's columns in one loop
 # over K) implement them, where the cost model (built-in table) prefers the split for every spec above.
+# (K long enough for a loop over K: the loop prefetches B's columns from main memory.)
 PAIR_KERNEL_SPECS = (
-    "gated 1x37x5 b=bf16:col bias act=gelu",  # dot_bf16_widen_pair
-    "gated 1x20x3 b=f32:col act=silu",  # dot_f32_pair
+    "gated 1x69x5 b=bf16:col bias act=gelu",  # dot_bf16_widen_pair
+    "gated 1x68x3 b=f32:col act=silu",  # dot_f32_pair
     "gated 1x48x4 a=bf16 b=bf16:col act=relu",  # dot_bf16_dp_pair on avx512_bf16
 )
 U = 2.0**-24
@@ -171,6 +173,25 @@ def test_pair_kernel_specs_use_the_pair_kernels():
         assert kernel in {n.name for n in walk(impl) if isinstance(n, Kernel)}
     _, _, impl = _program(PAIR_KERNEL_SPECS[1], "avx2")
     assert "dot_f32_pair" in {n.name for n in walk(impl) if isinstance(n, Kernel)}
+
+
+def test_pair_kernels_prefetch_their_b_columns_from_main_memory():
+    """dot_*_pair prefetch every B column they stream from main memory, prefetch_bytes ahead, one load per
+    line in their cost; a cost table with prefetch_bytes 0 emits and counts none."""
+    from dataclasses import replace
+
+    from morello_build.ir.impl import Kernel, walk
+
+    user, target, impl = _program(PAIR_KERNEL_SPECS[0], "avx2")
+    off = replace(target, costs=replace(target.costs, prefetch_bytes=0))
+    kernel = next(n for n in walk(impl) if isinstance(n, Kernel) and n.name == "dot_bf16_widen_pair")
+    op = kernel.spec.op
+    assert op.b1.level == op.b2.level == Level.GL
+    on_lines = [x for x in emit_header(user, impl, target, name="k").splitlines() if "::prefetch(" in x]
+    assert on_lines and all(x.endswith(f", {target.costs.prefetch_bytes});") for x in on_lines)
+    assert "::prefetch(" not in emit_header(user, impl, off, name="k")
+    loads = [target.kernel(kernel.name).cost(op, t).get("vec_load") for t in (target, off)]
+    assert loads[0] - loads[1] == op.b1.lines() + op.b2.lines()
 
 
 # -- compiled kernels of every ISA this CPU runs, against numpy -------------------------------------------

@@ -105,7 +105,13 @@ BAD = [
     ({"morello_profile": 1, "caches": {"l1d_bytes": 32768}}, "'caches' must have exactly"),
     ({"morello_profile": 1, "widths": {"16": {}}}, "'widths' must be an object with keys among 32, 64"),
     ({"morello_profile": 1, "widths": {"64": {"vec_fmas": 1}}}, "widths.64: unknown cost 'vec_fmas'"),
+    ({"morello_profile": 1, "costs": {"page_bytes": 0}}, "'page_bytes' must be a positive integer"),
+    ({"morello_profile": 1, "costs": {"prefetch_bytes": 1.5}}, "'prefetch_bytes' must be a non-negative integer"),
 ]
+
+
+def test_a_profile_may_turn_prefetching_off():
+    assert profiles.parse({"morello_profile": 1, "costs": {"prefetch_bytes": 0}}).table(32).prefetch_bytes == 0
 
 
 @pytest.mark.parametrize("data, message", BAD)

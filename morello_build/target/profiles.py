@@ -29,6 +29,7 @@ FILE_KEYS = {"morello_profile", "name", "date", "host", "base", "caches", "measu
 WIDTHS = {"32": 32, "64": 64}  # "widths": per vector width (bytes), costs that replace "costs" for that width
 CACHE_KEYS = {"l1d_bytes", "l1d_ways", "l2_bytes"}
 COST_FIELDS = {f.name: f.type for f in fields(CostTable)}
+MAY_BE_ZERO = {"prefetch_bytes"}  # integer parameters where 0 means "off"
 
 
 class ProfileError(ValueError):
@@ -152,8 +153,10 @@ def _costs(costs, where: str) -> dict:
             raise ProfileError(f"{where}: unknown cost '{key}' (CostTable fields: {', '.join(COST_FIELDS)})")
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < float("inf"):
             raise ProfileError(f"{where}: cost '{key}' must be a non-negative number, not {value!r}")
-        if COST_FIELDS[key] == "int" and (value != int(value) or value < 1):
-            raise ProfileError(f"{where}: '{key}' must be a positive integer, not {value!r}")
+        least = 0 if key in MAY_BE_ZERO else 1
+        if COST_FIELDS[key] == "int" and (value != int(value) or value < least):
+            kind = "non-negative" if least == 0 else "positive"
+            raise ProfileError(f"{where}: '{key}' must be a {kind} integer, not {value!r}")
         out[key] = int(value) if COST_FIELDS[key] == "int" else float(value)
     return out
 

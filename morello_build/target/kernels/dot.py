@@ -54,12 +54,40 @@ def _b_dtype(op):
     return _bs_cs(op)[0][0].dtype
 
 
-def _b_streams(op) -> Features:
+def _b_streams(op, target) -> Features:
     """B's lines, read as interleaved streams: one per column of every B (the pair's one column of B1
-    beside one of B2: two streams of separate operands)."""
+    beside one of B2: two streams of separate operands), and the pair's prefetches (one load each)."""
     bs, cols = _bs_cs(op)[0], _columns(op)
     separate = len(bs) == 2 and op.iter_shape[3] == 1
-    return sum((streams_read(x, cols, separate) for x in bs), Features.of())
+    streams = sum((streams_read(x, cols, separate) for x in bs), Features.of())
+    return streams + Features.of(vec_load=sum(x.lines() for x in _prefetched(op, target)))
+
+
+def _prefetched(op, target) -> tuple:
+    """The B operands whose columns the kernel prefetches ahead (CostTable.prefetch_bytes): the gated
+    pair's, from main memory (its loop is too long for the out-of-order window to run far ahead)."""
+    if op.kind != "pair" or not target.costs.prefetch_bytes:
+        return ()
+    return tuple(b for b in _bs_cs(op)[0] if b.level == Level.GL)
+
+
+def _prefetch_head(lw, node, bps, chunk_elems: int, u: int):
+    """A ``chunks`` head that prefetches, once per loop trip, every line the trip reads from each
+    prefetched B column, ``prefetch_bytes`` ahead; None when the kernel prefetches nothing."""
+    op = node.spec.op
+    bs = _prefetched(op, lw.target)
+    if not bs:
+        return None
+    n, size = op.iter_shape[3], bs[0].dtype.bytes
+    cols = [bp for bp, (b, _) in zip(bps, [(b, j) for b in _bs_cs(op)[0] for j in range(n)]) if b in bs]
+    ahead, trip_bytes = lw.target.costs.prefetch_bytes, u * chunk_elems * size
+
+    def head(chunk: str) -> None:
+        for bp in cols:
+            for line in range(max(1, trip_bytes // 64)):
+                lw.emit(f"::{lw.rt}::prefetch({bp} + {chunk} * {chunk_elems}, {ahead + 64 * line});")
+
+    return head
 
 
 def _max_dot_cols(target, accumulators_per_col):
@@ -114,8 +142,9 @@ def _setup(lw, node, binds, kind: str):
     return outs, k, accs, ap, bps, u
 
 
-def chunks(lw, full: int, u: int, body) -> None:
-    """Call body(chunk expression, accumulator index) for chunks 0..full-1, u per loop trip."""
+def chunks(lw, full: int, u: int, body, head=None) -> None:
+    """Call body(chunk expression, accumulator index) for chunks 0..full-1, u per loop trip; head(chunk
+    expression), if given, at the start of every trip of the loop."""
     trips = full // u
     if trips == 1:
         for j in range(u):
@@ -123,6 +152,8 @@ def chunks(lw, full: int, u: int, body) -> None:
     elif trips > 1:
         ch = lw.fresh("ch")
         lw.open(f"for (ix {ch} = 0; {ch} < {trips * u}; {ch} += {u}) {{")
+        if head:
+            head(ch)
         for j in range(u):
             body(f"({ch} + {j})" if j else ch, j)
         lw.close()
@@ -149,7 +180,7 @@ def _f32_applies(op, target):
 def _f32_cost(op, target):
     k, n = op.iter_shape[2], _columns(op)
     steps = ceil(k / target.lanes)
-    return Features.of(vec_fma=steps * n, vec_load=steps * (n + 1), hsum=n) + lines_read(op.a) + _b_streams(op)
+    return Features.of(vec_fma=steps * n, vec_load=steps * (n + 1), hsum=n) + lines_read(op.a) + _b_streams(op, target)
 
 
 def _f32_emit(lw, node, binds) -> None:
@@ -165,7 +196,7 @@ def _f32_emit(lw, node, binds) -> None:
             acc = col[j]
             lw.emit(f"{acc} = {lw.v}::fma({av}, {lw.v}::load_f32({bp} + {off}, {cnt}), {acc});")
 
-    chunks(lw, full, u, body)
+    chunks(lw, full, u, body, _prefetch_head(lw, node, bps, W, u))
     if tail:
         body(str(full), 0, tail)
     _finish(lw, outs, accs)
@@ -199,7 +230,7 @@ def _widen_cost(op, target):
     return (
         Features.of(vec_load=steps * (2 + n), vec_op=steps * n * 2 + n, vec_fma=steps * n * 2, hsum=n)
         + lines_read(op.a)
-        + _b_streams(op)
+        + _b_streams(op, target)
     )
 
 
@@ -249,7 +280,7 @@ def _widen_emit(lw, node, binds) -> None:
         def body(chunk: str, j: int):
             emit_strip(f"{chunk} * {sstride}", f"{chunk} * {step}", od0, step, j)
 
-        chunks(lw, full, u, body)
+        chunks(lw, full, u, body, _prefetch_head(lw, node, bps, step, u))
     if tail:
         ev, od = _strip_offsets(lw, a, full * step, tail)
         emit_strip(str(ev), str(full * step), od - ev, tail, 0)
@@ -281,7 +312,7 @@ def _dp_applies(op, target):
 def _dp_cost(op, target):
     k, n = op.iter_shape[2], _columns(op)
     steps = ceil(k / (2 * target.lanes))
-    return Features.of(vec_load=steps * (1 + n), vec_fma=steps * n, hsum=n) + lines_read(op.a) + _b_streams(op)
+    return Features.of(vec_load=steps * (1 + n), vec_fma=steps * n, hsum=n) + lines_read(op.a) + _b_streams(op, target)
 
 
 def _dp_emit(lw, node, binds) -> None:
@@ -295,7 +326,7 @@ def _dp_emit(lw, node, binds) -> None:
             acc = col[j]
             lw.emit(f"{acc} = {lw.v}::dp_bf16({acc}, {ap} + {off}, {bp} + {off}, {cnt});")
 
-    chunks(lw, full, u, body)
+    chunks(lw, full, u, body, _prefetch_head(lw, node, bps, step, u))
     if tail:
         body(str(full), 0, tail)
     _finish(lw, outs, accs)
