@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from morello_build.ir.grammar import parse_spec
-from morello_build.ir.impl import format_tree
 from morello_build.synth.search import Search
 from morello_build.target import get_target
+from morello_build.tools.cli import explain_tree
 
 GOLDEN = Path(__file__).parent / "golden"
 
@@ -51,7 +51,7 @@ def explain_with_features(spec: str, isa: str) -> str:
     user = parse_spec(spec)
     impl = search.best(user.to_spec(target.limits()))
     assert impl is not None, spec
-    return f"# {user} ({isa})\n" + format_tree(impl, features=True, costs=target.costs) + "\n"
+    return f"# {user} ({isa})\n" + explain_tree(impl, True, target.costs) + "\n"
 
 
 @pytest.mark.slow

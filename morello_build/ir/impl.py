@@ -191,13 +191,11 @@ def add_peak(peaks: Peaks, level: Level, nbytes: int) -> Peaks:
     return tuple(p + (nbytes if j == i else 0) for j, p in enumerate(peaks))
 
 
-def format_tree(impl: Impl, indent: str = "  ", features: bool = False, costs=None) -> str:
+def format_tree(impl: Impl, indent: str = "  ", features: bool = False, costs=None, by_class=None) -> str:
     """The chosen program as an indented tree, each node with its spec and cost; with ``features``,
     each node whose own work costs something gets a line with its feature counts under it (and their
-    price added up, given the target's ``costs``), and, given ``costs``, every node a line with its cycles
-    by port class and how the overlap rule makes its cost of them (synth/cost.py)."""
-    from morello_build.synth.cost import describe_parts
-
+    price added up, given the target's ``costs``), and, given ``by_class`` (parts -> text: the cost
+    module's ``describe_parts``), every node a line with its cycles by port class."""
     lines: list[str] = []
 
     def walk(node, level):
@@ -205,8 +203,8 @@ def format_tree(impl: Impl, indent: str = "  ", features: bool = False, costs=No
         if features and node.features:
             own = f"  (added up: {node.features.dot(costs):,.1f})" if costs is not None else ""
             lines.append(f"{indent * (level + 2)}features: {node.features.describe()}{own}")
-        if features and costs is not None and node.parts:
-            lines.append(f"{indent * (level + 2)}by class: {describe_parts(node.parts, costs.hidden)}")
+        if features and by_class is not None and node.parts:
+            lines.append(f"{indent * (level + 2)}by class: {by_class(node.parts)}")
         for child in node.children:
             walk(child, level + 1)
 

@@ -118,8 +118,8 @@ def overlap(p: tuple[float, ...], hidden: float = 1.0) -> float:
 
 
 def describe_parts(p: tuple[float, ...], hidden: float) -> str:
-    """A node's parts as ``overlap`` prices them, for ``explain --features``: each class's cycles (the node
-    and its children, per thread), the binding class, and how the rest adds."""
+    """A node's parts as ``overlap`` prices them, for ``explain --features`` (format_tree's ``by_class``):
+    each class's cycles (the node and its children, per thread), the binding class, and how the rest adds."""
     core = max(p[:N_OL], default=0.0)
     memory = max(p[LOAD], p[STORE]) + p[TRANSFER]
     binding = "L1 ports + transfers" if memory >= core else CLASSES[p[:N_OL].index(core)]

@@ -72,9 +72,15 @@ def cmd_synth(args) -> int:
     return 0
 
 
-def cmd_explain(args) -> int:
+def explain_tree(impl, features: bool, costs) -> str:
+    """explain's tree: with ``features``, each node's features and its cycles by port class."""
     from morello_build.ir.impl import format_tree
+    from morello_build.synth.cost import describe_parts
 
+    return format_tree(impl, features=features, costs=costs, by_class=lambda p: describe_parts(p, costs.hidden))
+
+
+def cmd_explain(args) -> int:
     t0 = time.monotonic()
     if args.isa == "dispatch":  # one program per ISA level
         user, variants = _synthesize(args, header=False)
@@ -83,12 +89,12 @@ def cmd_explain(args) -> int:
             same = f": the {v.code} program" if v.code != v.level else ""
             print(f"## {v.level}{same}")
             if not same:
-                print(format_tree(v.impl, features=args.features, costs=v.code_target.costs))
+                print(explain_tree(v.impl, args.features, v.code_target.costs))
         return 0
     user, target, impl, search = _synthesize(args, header=False)
     took = f"{search.visited:,} specs visited, {time.monotonic() - t0:.2f} s"
     print(f"# {user}  (target {target.isa}, {target.threads} threads, costs {target.profile}, {took})")
-    print(format_tree(impl, features=args.features, costs=target.costs))
+    print(explain_tree(impl, args.features, target.costs))
     return 0
 
 
