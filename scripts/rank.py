@@ -149,26 +149,13 @@ def rescore(path: Path, target) -> int:
     return 0
 
 
-def loop_features_of(loop, target):
-    """A loop's own features counted again, as the Tile action counts them (synth/actions/tile.py)."""
-    from morello_build.ir.spec import Spec, canonical_op
-    from morello_build.synth.actions.plan import indexes_registers, loop_regions, tile_op
-    from morello_build.synth.cost import loop_features
-
-    op = loop.spec.op
-    regions = tuple(loop_regions(op.iter_shape, loop.tile, loop.dims))
-    bodies = tuple(Spec(canonical_op(tile_op(op, shape, accum=loop.peeled))) for _, _, shape in regions)
-    counts = tuple(r[1] for r in regions)
-    unrolled = indexes_registers(op, loop.dims)
-    return loop_features(op, bodies, counts, loop.dims, loop.tile, loop.parallel, unrolled, target)
-
-
 def reprice(node, target):
-    """``node`` priced again bottom-up: kernels count their features on ``target``, every node combines
-    by the current rule (cost.recost)."""
+    """``node`` priced again bottom-up: kernels and loops count their features on ``target``, every node
+    combines by the current rule (cost.recost)."""
     from dataclasses import replace
 
     from morello_build.ir.impl import Kernel, Loop, MoveImpl
+    from morello_build.synth.actions import Tile
     from morello_build.synth.cost import recost
     from morello_build.target.kernels import BY_NAME
 
@@ -177,7 +164,8 @@ def reprice(node, target):
         node = replace(node, features=BY_NAME[node.name].cost(node.spec.op, target))
     elif isinstance(node, Loop):
         regions = tuple(replace(r, body=b) for r, b in zip(node.regions, kids))
-        node = replace(node, regions=regions, features=loop_features_of(node, target))
+        own = Tile(node.tile, node.parallel).own_features(node.spec.op, target)
+        node = replace(node, regions=regions, features=own)
     elif isinstance(node, MoveImpl):
         it = iter(kids)
         load = next(it) if node.load is not None else None

@@ -78,6 +78,11 @@ class Tile:
 
         return Plan(subspecs, build, weights, own_parts)
 
+    def own_features(self, op, target):
+        """The loop's own features on ``op`` (cost.loop_features, as plan() counts them), or a Refusal."""
+        loop_shape = _loop_shape(self, op, target)
+        return loop_shape if isinstance(loop_shape, Refusal) else loop_shape.own
+
     # -- serialization (DB decisions): T:<s|p>:<tile dims, F for the full extent> ---------------------
     def encode(self, op) -> str:
         """Relative to ``op``'s shape (F: the full extent), so one decision answers neighbouring shapes."""
