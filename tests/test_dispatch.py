@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from morello_build.check.testing import CHECK_DIR, cxx
+from morello_build.check.testing import CHECK_DIR, compile_program, cxx
 from morello_build.ir.grammar import parse_spec
 from morello_build.target import DISPATCH_LEVELS, native_isa
 from morello_build.tools import api, cli
@@ -78,10 +78,9 @@ def format_exes(tmp_path_factory):
         for key, value in values.items():
             src = src.replace(f"@MORELLO_{key}@", value)
         (work / f"{name}.cpp").write_text(src)
-        flags = ["-std=c++11", "-O1", "-Wall", "-Wextra", "-Werror", f"-I{work}"]
-        subprocess.run(
-            [*cxx().split(), *flags, str(work / f"{name}.cpp"), "-o", str(work / name), "-pthread"], check=True
-        )
+        # C++11, as morello_add_kernel's TEST target (the last -std wins)
+        built = compile_program(work / f"{name}.cpp", work / name, includes=(work,), extra_flags=("-std=c++11",))
+        assert built.ok, built.output[-6000:]
         exes.append(work / name)
     return exes
 

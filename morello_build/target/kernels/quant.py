@@ -265,15 +265,17 @@ def _group_chunks(lw, fmt, parts, ap, bps, shifts, g: str, G: int) -> None:
     vt, v = lw.target.vtype, lw.v
     base = f"{g} * {G}" if g != "0" else ""
 
+    def a_at(e0) -> str:  # A's values from e0 of the group on
+        return f"{ap} + " + (" + ".join(x for x in (base, str(e0)) if x and x != "0") or "0")
+
     def chunk(e0, part: int, cnt: int):
         av = lw.fresh("av")
-        aoff = " + ".join(x for x in (base, str(e0)) if x and x != "0") or "0"
-        lw.emit(f"const {vt} {av} = {v}::load_f32({ap} + {aoff}, {cnt});")
+        lw.emit(f"const {vt} {av} = {v}::load_f32({a_at(e0)}, {cnt});")
         for col, bp, sh in zip(parts, bps, shifts):
             lw.emit(f"{col[part]} = {v}::fma({av}, {widened(lw, fmt, bp, g, e0, cnt, sh)}, {col[part]});")
 
     def double_chunk(e0, part: int, cnt: int):  # 2W values: A's two vectors, B's from one load2_<format>
-        W, aoff = lw.W, f"{ap} + " + (" + ".join(x for x in (base, str(e0)) if x and x != "0") or "0")
+        W, aoff = lw.W, a_at(e0)
         halves = [(lw.fresh("av"), "", min(W, cnt))] + ([(lw.fresh("av"), f" + {W}", cnt - W)] if cnt > W else [])
         for av, off, c in halves:
             lw.emit(f"const {vt} {av} = {v}::load_f32({aoff}{off}, {c});")
