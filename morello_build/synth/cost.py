@@ -237,7 +237,7 @@ def loop_features(op, bodies, counts, dims, tile, parallel: bool, unrolled: bool
     counted for all trips, also in a parallel loop: the model has always done so.)"""
     trips = sum(counts)
     loop_iter = 0 if unrolled else trips
-    runs = short_runs(op, tile, dims, trips, target)
+    runs = short_runs(op, tile, dims, trips, target) + lost_streams(op, tile, dims, trips, target)
     if parallel:
         shared = sum(n * shared_lines(s) for n, s in zip(counts, bodies))
         per_trip = Features.of(loop_iter=loop_iter, shared_line=shared) * busiest_share(trips, target.threads)
@@ -271,16 +271,35 @@ def l2_reuse_lines(body, dims, trips: int, target) -> int:
 
 
 def short_runs(op, tile: tuple[int, ...], dims: tuple[int, ...], trips: int, target) -> int:
-    """``gl_short_run``: runs of main-memory inputs read once (a GEMV's weights), shorter than a page, whose
-    first lines wait for DRAM. Inputs the op reuses (GEMM operands) come from the caches after their first
-    reads; loops of ops without a reduction (moves, zeroing) count none, since the loops that place their
-    tiles were charged. Two ways a loop over ``dims`` makes them:
+    """``gl_short_run``: runs of main-memory inputs read once (a GEMV's weights) that a loop over ``dims``
+    starts afresh: the loop steps the input along a dim other than its fastest one, so every trip reads
+    new runs, and those shorter than a page each count (stepping the fastest dim continues the previous
+    trip's runs). Inputs the op reuses (GEMM operands) come from the caches after their first reads;
+    loops of ops without a reduction (moves, zeroing) count none, since the loops that place their tiles
+    were charged."""
+    if not op.reduction_dims:
+        return 0
+    runs = 0
+    for i, (t, idims) in enumerate(zip(op.operands, op.operand_iter_dims)):
+        reused = any(e > 1 for j, e in enumerate(op.iter_shape) if j not in idims)
+        if i in op.outputs or reused or t.level != Level.GL or t.runs() == 1:
+            continue
+        stepped = {p for p, j in enumerate(idims) if j in dims}
+        if not stepped or stepped == {t.layout.digits[-1].dim}:
+            continue
+        body = operand_tiles(op, tile)[i]  # only here: most loops count nothing, and plan() is hot
+        if body.bytes < body.runs() * target.costs.page_bytes:
+            runs += trips * body.runs()
+    return runs
 
-    - it steps the input along a dim other than its fastest one, so every trip starts new runs: each counts;
-    - it steps the fastest dim, so every trip continues the body's runs: each run of the body's tile is a
-      stream the prefetchers follow side by side, and past ``prefetch_streams`` of them they lose track:
-      every trip's piece of every run counts (1x2048x4096 bf16 K x N on Zen 3, one thread: k tiles of 8
-      rows read 13.8 GB/s, of 16 rows 7.6, of 32 to 64 rows 2.8, while the model costed them alike)."""
+
+def lost_streams(op, tile: tuple[int, ...], dims: tuple[int, ...], trips: int, target) -> int:
+    """``gl_short_run``: a loop that steps a main-memory input read once (a GEMV's weights) along its fastest
+    dim continues the body's runs on every trip, so each run of the body's tile is a stream the prefetchers
+    follow side by side. Past ``prefetch_streams`` of them, each shorter than a page, they lose track: every
+    trip's piece of every run is a short run whose lines wait for DRAM (1x2048x4096 bf16 K x N on Zen 3, one
+    thread: k tiles of 8 rows read 13.8 GB/s, of 16 rows 7.6, of 32 to 64 rows 2.8, while the model costed
+    them within 3% of each other). Short runs are counted for a parallel loop's trips too, as short_runs'."""
     if not op.reduction_dims:
         return 0
     runs = 0
@@ -289,14 +308,11 @@ def short_runs(op, tile: tuple[int, ...], dims: tuple[int, ...], trips: int, tar
         if i in op.outputs or reused or t.level != Level.GL:
             continue
         stepped = {p for p, j in enumerate(idims) if j in dims}
-        continues = stepped == {t.layout.digits[-1].dim}
-        if not stepped or (not continues and t.runs() == 1):
+        if stepped != {t.layout.digits[-1].dim}:
             continue
-        body = operand_tiles(op, tile)[i]  # only here: most loops count nothing, and plan() is hot
+        body = operand_tiles(op, tile)[i]
         n = body.runs()
-        if continues and n <= target.costs.prefetch_streams:
-            continue
-        if body.bytes < n * target.costs.page_bytes:
+        if n > target.costs.prefetch_streams and body.bytes < n * target.costs.page_bytes:
             runs += trips * n
     return runs
 

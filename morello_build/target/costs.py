@@ -52,7 +52,7 @@ class CostTable:
     shared_line: float = 200.0
 
     page_bytes: int = 4096  # the prefetchers' horizon (gl_short_run); a parameter, not a price
-    # Sequential streams the hardware prefetchers follow side by side (cost.short_runs); a parameter, not a
+    # Sequential streams the hardware prefetchers follow side by side (cost.lost_streams); a parameter, not a
     # price. Measured on Zen 3 (1x2048x4096 bf16 K x N GEMVs reading 8 rows side by side ran 1.8x faster
     # than 16 rows, 5x faster than 32 or 64); no public figure for AMD. Intel's L2 streamer tracks 32 streams
     # (one per 4 KiB page and direction; optimization manual, "Data prefetching"): `calibrate` should measure it.
