@@ -194,6 +194,18 @@ def test_pair_kernels_prefetch_their_b_columns_from_main_memory():
     assert loads[0] - loads[1] == op.b1.lines() + op.b2.lines()
 
 
+def test_gemv_dot_kernels_read_b_from_main_memory_and_prefetch_it():
+    """A GEMV's B columns are read once: no cache view of them is offered (policy._view_pays), so its dot
+    kernels see B in main memory and prefetch it like the pair's (issue 20: ~0.8 of the read sweep without)."""
+    from morello_build.ir.impl import Kernel, MoveImpl, walk
+
+    user, target, impl = _program("matmul 1x200x24 b=bf16:col serial", "avx2")
+    assert not [n for n in walk(impl) if isinstance(n, MoveImpl) and n.operand == 1]
+    kernels = [n for n in walk(impl) if isinstance(n, Kernel) and n.name.startswith("dot_")]
+    assert kernels and all(k.spec.op.b.level == Level.GL for k in kernels)
+    assert "::prefetch(" in emit_header(user, impl, target, name="k")
+
+
 # -- compiled kernels of every ISA this CPU runs, against numpy -------------------------------------------
 _DRIVER = r"""
 #include <cstdio>

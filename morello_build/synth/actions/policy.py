@@ -13,6 +13,7 @@ from morello_build.synth.actions.accum import Select, ToAccum
 from morello_build.synth.actions.move import MoveOperand
 from morello_build.synth.actions.pair import PairToAccum, SplitPair
 from morello_build.synth.actions.tile import Tile
+from morello_build.target.kernels import columns_unit_stride
 
 
 def _pow2_below(n: int):
@@ -45,7 +46,7 @@ def _move_options(op, i, target):
         return _quantizing_moves(t)
     is_output = i in op.outputs
     opts = []
-    if t.level == Level.GL and not is_output:
+    if t.level == Level.GL and not is_output and _view_pays(op, i):
         opts.append(MoveOperand(i, Level.L1))  # cache view (L2 views are streamed: see _worth_an_l2_view)
     if i == 1 and t.level == Level.GL and isinstance(op, Matmul) and _worth_an_l2_view(op, target):
         opts.append(MoveOperand(i, Level.L2))
@@ -70,6 +71,14 @@ def _move_options(op, i, target):
         if t.volume * 4 <= target.limits().rf and (is_output or t.volume == 1):
             opts.append(MoveOperand(i, Level.RF))
     return opts
+
+
+def _view_pays(op, i) -> bool:
+    """Whether a cache view of operand i may pay. Not for a GEMV's B stored N x K: its columns are read
+    once, by the dot kernels only (move.view_streams), so the view would only hide from them that B
+    streams from main memory, which they prefetch ahead."""
+    t = op.operands[i]
+    return not (isinstance(op, Matmul) and i == 1 and op.iter_shape[1] == 1 and columns_unit_stride(t))
 
 
 def _quantizing_moves(a) -> list:

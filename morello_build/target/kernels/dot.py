@@ -64,9 +64,9 @@ def _b_streams(op, target) -> Features:
 
 
 def _prefetched(op, target) -> tuple:
-    """The B operands whose columns the kernel prefetches ahead (CostTable.prefetch_bytes): the gated
-    pair's, from main memory (its loop is too long for the out-of-order window to run far ahead)."""
-    if op.kind != "pair" or not target.costs.prefetch_bytes:
+    """The B operands whose columns the kernel prefetches ahead (CostTable.prefetch_bytes): those it
+    reads from main memory (its loop is too long for the out-of-order window to run far ahead)."""
+    if not target.costs.prefetch_bytes:
         return ()
     return tuple(b for b in _bs_cs(op)[0] if b.level == Level.GL)
 
