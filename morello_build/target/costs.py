@@ -57,12 +57,13 @@ class CostTable:
     # than 16 rows, 5x faster than 32 or 64); no public figure for AMD. Intel's L2 streamer tracks 32 streams
     # (one per 4 KiB page and direction; optimization manual, "Data prefetching"): `calibrate` should measure it.
     prefetch_streams: int = 8
-    # How far ahead (bytes) the gated pair's dot kernels prefetch each B column they stream from main memory,
+    # How far ahead (bytes) the dot kernels (plain and the pair's) prefetch each B column they stream from main memory,
     # one prefetch per line (a vec_load each); 0: none. A parameter, not a price. The pair's loop spends ~24
     # instructions per 128 bytes of B1 and B2, so the out-of-order window runs only ~1 KiB ahead of the loads
     # and the hardware prefetchers alone leave it short of a read sweep. 1x2560x10240 bf16 on Zen 3, one
     # thread, same-run medians: 0.93-0.97 of the sweep without, 1.00-1.02 with 256 to 1024 bytes, 0.94 with
-    # 4 KiB; the same loads without the arithmetic, 1.13.
+    # 4 KiB; the same loads without the arithmetic, 1.13. A plain bf16 GEMV (1x2048x16384, one column per kernel):
+    # 0.79 of the sweep without, 0.85 with 512 bytes (same process, loaded host).
     prefetch_bytes: int = 512
     # Instructions the front end dispatches per cycle (the port rule's dispatch class, cost.parts); a
     # parameter, not a price. Zen 4 renames 6 macro-ops per cycle [microarch.py: AMD19-4].
