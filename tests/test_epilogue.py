@@ -194,16 +194,25 @@ def test_pair_kernels_prefetch_their_b_columns_from_main_memory():
     assert loads[0] - loads[1] == op.b1.lines() + op.b2.lines()
 
 
-def test_gemv_dot_kernels_read_b_from_main_memory_and_prefetch_it():
+@pytest.mark.parametrize("spec", ["matmul 1x200x24 b=bf16:col serial", "matmul 1x96x5 b=q8_0 serial"])
+def test_gemv_dot_kernels_read_b_from_main_memory_and_prefetch_it(spec):
     """A GEMV's B columns are read once: no cache view of them is offered (policy._view_pays), so its dot
-    kernels see B in main memory and prefetch it like the pair's (issue 20: ~0.8 of the read sweep without)."""
+    kernels (dot_quant for weight formats) see B in main memory and prefetch it like the pair's (~0.8 of
+    the read sweep without, Zen 3); a cost table with prefetch_bytes 0 emits none and counts fewer loads."""
+    from dataclasses import replace
+
     from morello_build.ir.impl import Kernel, MoveImpl, walk
 
-    user, target, impl = _program("matmul 1x200x24 b=bf16:col serial", "avx2")
+    user, target, impl = _program(spec, "avx2")
+    off = replace(target, costs=replace(target.costs, prefetch_bytes=0))
     assert not [n for n in walk(impl) if isinstance(n, MoveImpl) and n.operand == 1]
     kernels = [n for n in walk(impl) if isinstance(n, Kernel) and n.name.startswith("dot_")]
     assert kernels and all(k.spec.op.b.level == Level.GL for k in kernels)
     assert "::prefetch(" in emit_header(user, impl, target, name="k")
+    assert "::prefetch(" not in emit_header(user, impl, off, name="k")
+    op = kernels[0].spec.op
+    loads = [target.kernel(kernels[0].name).cost(op, t).get("vec_load") for t in (target, off)]
+    assert loads[0] > loads[1]
 
 
 # -- compiled kernels of every ISA this CPU runs, against numpy -------------------------------------------

@@ -13,6 +13,7 @@ import json
 import os
 import platform
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -230,11 +231,40 @@ class _Lazy:
         return formats.ort_tensors(self.weights())
 
 
+IDLE_TIMEOUT = 0.5  # s
+
+
+def other_threads_running() -> bool:
+    """Whether a thread of this process other than the caller is running or runnable (state R in
+    /proc/self/task/*/stat: a pool's worker spinning after its call)."""
+    me = threading.get_native_id()
+    for stat in Path("/proc/self/task").glob("*/stat"):
+        try:
+            state = stat.read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue  # the thread has exited
+        if state == "R" and int(stat.parent.name) != me:
+            return True
+    return False
+
+
+def wait_for_idle_threads() -> float:
+    """Waits until the previous implementation's threads have stopped spinning (ggml's OpenMP workers,
+    ONNX Runtime's pool and ours spin for a while after a call: on a 2-core machine a spinner takes a core
+    from the next implementation's threads; a fixed 3 ms pause left the 2-thread read sweeps 2.7x slow).
+    Returns the seconds waited (IDLE_TIMEOUT at most)."""
+    t0 = time.perf_counter()
+    while other_threads_running() and time.perf_counter() - t0 < IDLE_TIMEOUT:
+        time.sleep(0.001)
+    return time.perf_counter() - t0
+
+
 def time_rounds(impls, threads, rounds, calls, log):
     """Interleaved rounds: per round, each implementation makes one untimed call (wakes its threads), then
     `calls` timed calls on rotated weight copies; a round's figure is their median. Result: median over rounds."""
     per = {id(i): [] for i in impls}
     pos = {id(i): 1 for i in impls}
+    waits = []
     for r in range(rounds):
         order = impls[r % len(impls) :] + impls[: r % len(impls)]
         for imp in order:
@@ -248,7 +278,11 @@ def time_rounds(impls, threads, rounds, calls, log):
                 ts.append(time.perf_counter() - t0)
             pos[id(imp)] = c + 1
             per[id(imp)].append(float(np.median(ts)))
-            time.sleep(0.003)  # let spinning workers (OpenMP, ORT, pools) go idle before the next one
+            waits.append(wait_for_idle_threads())
+    log(
+        f"  waits for the previous implementation's spinning threads: median {np.median(waits) * 1e3:.1f} ms, "
+        f"max {max(waits) * 1e3:.0f} ms" + (" (gave up: some thread still ran)" if max(waits) >= IDLE_TIMEOUT else "")
+    )
     return {k: (float(np.median(v)), float(np.percentile(v, 25)), float(np.percentile(v, 75))) for k, v in per.items()}
 
 

@@ -110,7 +110,26 @@ def _cost(op, target):
     )
     scale_lines = ceil(n * k * fmt.scale_bytes / 64) if op.b.level == Level.GL else 0
     feats += scale_features(fmt, n, groups) + short_columns(op, target)
+    trips, _, offsets = _prefetches(op, target)
+    feats += Features.of(vec_load=n * trips * len(offsets))  # prefetches
     return feats + lines_read(op.a) + streams_read(op.b, n) + Features.of(gl_line=scale_lines)
+
+
+def _prefetches(op, target) -> tuple[int, bool, tuple[int, ...]]:
+    """How the kernel prefetches each B column from main memory, as the plain dot kernels do (dot.py):
+    (trips, whether a trip is one of chunk_loop's rolled loop (else a group), byte offsets past a trip's
+    first value: one prefetch per line the trip reads, prefetch_bytes ahead). Unrolled chunks of a format
+    without groups have no trips; nor has B in a cache, or prefetch_bytes 0."""
+    fmt, (_, _, k, n), ahead = op.b.dtype, op.iter_shape, target.costs.prefetch_bytes
+    G = fmt.group if fmt.group > 1 else k
+    W = target.lanes * (2 if fmt.name in _DOUBLE_CHUNKS else 1)
+    full, tail = divmod(G, W)
+    rolled = not fmt.block and full + bool(tail) > _MAX_UNROLLED_CHUNKS  # as chunk_loop decides
+    if op.b.level != Level.GL or not ahead or not (rolled or fmt.group > 1):
+        return 0, False, ()
+    u = _chains(n, ceil(G / target.lanes))
+    trips, values = (k // G * (full // u), u * W) if rolled else (k // G, G)
+    return trips, rolled, tuple(ahead + 64 * i for i in range(ceil(values * fmt.bytes / 64)))
 
 
 def _chains(n: int, chunks: int) -> int:
@@ -174,11 +193,11 @@ def _emit(lw, node, binds) -> None:
     u = _chains(n, ceil(G / lw.W))
     if fmt.group == 1:  # f16, e4m3, sfp: one "group" of K values, no scale
         parts = _zeroed(lw, [[lw.fresh("acc") for _ in range(u)] for _ in range(n)])
-        _group_chunks(lw, fmt, parts, ap, bps, [None] * n, "0", k)
+        _group_chunks(lw, fmt, parts, ap, bps, [None] * n, "0", k, _prefetch_head(lw, op, bps)[0])
         accs = [pairwise_sum(lw, col) for col in parts]
     else:
         accs = _zeroed(lw, [[lw.fresh("acc")] for _ in range(n)])
-        _grouped(lw, fmt, [col[0] for col in accs], ap, bps, sps, zps, k, u)
+        _grouped(lw, fmt, [col[0] for col in accs], ap, bps, sps, zps, k, u, *_prefetch_head(lw, op, bps))
         accs = [col[0] for col in accs]
     for j, acc in enumerate(accs):
         lw.emit(f"{lw.elem(c, (0, 0, j))} += {v}::hsum({acc});")
@@ -208,10 +227,10 @@ def widened(lw, fmt, bp: str, g: str, e0, cnt: int, shift) -> str:
     return x if shift is None else f"{lw.v}::sub({x}, {shift})"
 
 
-def chunk_loop(lw, fmt, G: int, u: int, chunk, W: int | None = None) -> None:
+def chunk_loop(lw, fmt, G: int, u: int, chunk, W: int | None = None, head=None) -> None:
     """chunk(e0, slot, count) over a group's G values, W (default: the vector width) at a time, slot = chunk
     index mod u: unrolled for short groups (and always for block formats), else a rolled loop of u chunks
-    per trip, the rest unrolled."""
+    per trip, the rest unrolled; head(trip's first value), if given, at the start of every trip."""
     W = W or lw.W
     full, tail = divmod(G, W)
     if full + bool(tail) <= _MAX_UNROLLED_CHUNKS or fmt.block:
@@ -221,6 +240,8 @@ def chunk_loop(lw, fmt, G: int, u: int, chunk, W: int | None = None) -> None:
     trips = full // u
     ch = lw.fresh("ch")
     lw.open(f"for (ix {ch} = 0; {ch} < {trips * u * W}; {ch} += {u * W}) {{")
+    if head:
+        head(ch)
     for s in range(u):
         chunk(f"{ch} + {s * W}" if s else ch, s, W)
     lw.close()
@@ -230,19 +251,46 @@ def chunk_loop(lw, fmt, G: int, u: int, chunk, W: int | None = None) -> None:
         chunk(full * W, full % u, tail)
 
 
+def _elems(fmt, values: str) -> str:
+    """The ctype elements before value ``values`` (a C expression at a unit's start) of a column."""
+    if fmt.unit == 1:
+        return values if fmt.unit_size == 1 else f"{values} * {fmt.unit_size}"
+    return f"{values} / {fmt.unit}" + (f" * {fmt.unit_size}" if fmt.unit_size > 1 else "")
+
+
+def _prefetch_head(lw, op, bps):
+    """(head(a trip's first element) emitting the trip's prefetches of every column, whether a trip is one
+    of the rolled chunk loop): _prefetches; head None where the kernel prefetches nothing."""
+    trips, rolled, offsets = _prefetches(op, lw.target)
+    if not trips:
+        return None, False
+
+    def head(first: str) -> None:
+        for bp in bps:
+            for off in offsets:
+                lw.emit(f"::{lw.rt}::prefetch({bp} + {first}, {off});")
+
+    return head, rolled
+
+
 def _zeroed(lw, names):
     lw.emit(f"{lw.target.vtype} " + ", ".join(f"{x} = {lw.v}::zero()" for col in names for x in col) + ";")
     return names
 
 
-def _grouped(lw, fmt, accs, ap, bps, sps, zps, k, u) -> None:
-    """Formats with scales: per group, unscaled partial sums over u chains, then acc += partial * scale."""
+def _grouped(lw, fmt, accs, ap, bps, sps, zps, k, u, head=None, per_chunk_trip=False) -> None:
+    """Formats with scales: per group, unscaled partial sums over u chains, then acc += partial * scale;
+    head(a trip's first element), if given, at the start of every group (or ``per_chunk_trip``: of every
+    trip of the group's rolled chunk loop)."""
     vt, v, G = lw.target.vtype, lw.v, fmt.group
     groups = k // G
     g = "0"
     if groups > 1:
         g = lw.fresh("g")
         lw.open(f"for (ix {g} = 0; {g} < {groups}; ++{g}) {{")
+    base = f"{g} * {fmt.storage_elems(G)}" if groups > 1 else ""
+    if head and not per_chunk_trip:
+        head(base or "0")
     parts = _zeroed(lw, [[lw.fresh("part") for _ in range(u)] for _ in accs])
     shifts = []
     for j in range(len(accs)):
@@ -253,15 +301,17 @@ def _grouped(lw, fmt, accs, ap, bps, sps, zps, k, u) -> None:
             lw.emit(f"const {vt} {shifts[-1]} = {v}::bcast({z});")
         else:
             shifts.append(None)
-    _group_chunks(lw, fmt, parts, ap, bps, shifts, g, G)
+    trip_head = (lambda first: head(" + ".join(filter(None, (base, _elems(fmt, first)))))) if per_chunk_trip else None
+    _group_chunks(lw, fmt, parts, ap, bps, shifts, g, G, trip_head)
     for acc, col, bp, sp in zip(accs, parts, bps, sps or [None] * len(accs)):
         lw.emit(f"{acc} = {v}::fma({pairwise_sum(lw, col)}, {scale_vector(lw, fmt, bp, sp, g)}, {acc});")
     if groups > 1:
         lw.close()
 
 
-def _group_chunks(lw, fmt, parts, ap, bps, shifts, g: str, G: int) -> None:
-    """parts[col][c % u] += A chunk c * widened B chunk c over the G values of group g (chunk_loop)."""
+def _group_chunks(lw, fmt, parts, ap, bps, shifts, g: str, G: int, head=None) -> None:
+    """parts[col][c % u] += A chunk c * widened B chunk c over the G values of group g (chunk_loop, which
+    calls head at the start of each trip)."""
     vt, v = lw.target.vtype, lw.v
     base = f"{g} * {G}" if g != "0" else ""
 
@@ -286,9 +336,9 @@ def _group_chunks(lw, fmt, parts, ap, bps, shifts, g: str, G: int) -> None:
                 lw.emit(f"{col[part]} = {v}::fma({av}, {bv}, {col[part]});")
 
     if fmt.name in _DOUBLE_CHUNKS:
-        chunk_loop(lw, fmt, G, len(parts[0]), double_chunk, 2 * lw.W)
+        chunk_loop(lw, fmt, G, len(parts[0]), double_chunk, 2 * lw.W, head)
     else:
-        chunk_loop(lw, fmt, G, len(parts[0]), chunk)
+        chunk_loop(lw, fmt, G, len(parts[0]), chunk, head=head)
 
 
 DOT_QUANT = KernelDef(
