@@ -86,6 +86,19 @@ def test_profile_file_round_trip(tmp_path):
     assert t.profile == "calibrated: AMD EPYC 7763"
 
 
+def test_calibration_chooses_the_prefetch_distance(tmp_path):
+    """The fastest prefetch distance of the dot loop over DRAM, 0 where none gains 3% over not prefetching."""
+    flat = {m: 10.0 for m in fit.PREFETCH_ROWS}
+    assert fit.prefetch_bytes(flat | {"prefetch_0": 12.0, "prefetch_1024": 9.5}) == 1024
+    assert fit.prefetch_bytes(flat | {"prefetch_512": 9.9}) == 0 and fit.prefetch_bytes({}) is None
+    samples = samples_from(synthetic_cycles(TRUE) | flat | {"prefetch_0": 12.0, "prefetch_256": 11.0})
+    data = calibrate.profile_data(calibrate.summarize(samples, threads=2, max_spread=0.25), HOST, "zen3", 1.0)
+    assert data["costs"]["prefetch_bytes"] == 512  # the first of the equally fast distances
+    assert data["measurements"]["prefetch_0"]["unit"] == fit.PREFETCH_UNIT
+    (tmp_path / "p.json").write_text(json.dumps(data))
+    assert get_target("avx2", profile=str(tmp_path / "p.json")).costs.prefetch_bytes == 512
+
+
 def test_noisy_measurements_refuse_the_fit():
     samples = samples_from(synthetic_cycles(TRUE))
     samples["dram_line"] = [10.0, 20.0, 30.0, 40.0, 50.0]
@@ -185,7 +198,8 @@ def test_calibrate_quick_runs_the_benchmarks(tmp_path, capsys):
     out = tmp_path / "quick.json"
     assert cli.main(["calibrate", "--quick", "-o", str(out)]) == 0
     data = json.loads(out.read_text())
-    assert {"clock", "fma_tp_256", "fma_lat_256", "dram_line", "short_run"} <= set(data["measurements"])
+    assert {"clock", "fma_tp_256", "fma_lat_256", "dram_line", "short_run", "prefetch_0"} <= set(data["measurements"])
+    assert data["costs"]["prefetch_bytes"] in fit.PREFETCH_ROWS.values()
     assert profiles.load_file(out).name.startswith("calibrated: ")
     assert "spread" in capsys.readouterr().err
 

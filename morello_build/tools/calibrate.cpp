@@ -139,6 +139,36 @@ __attribute__((target("avx2"), noinline)) static double short_run_ns(const float
   return t * 1e9 / ((double)runs * passes);
 }
 
+// A bf16 GEMV's dot loop over DRAM, as the dot kernels run it (per 64-byte line of B: two loads, each widened
+// to two f32 vectors and FMA'd with A's from L1 into 4 chains), prefetching `ahead` bytes ahead once per line
+// (0: not at all): ns per line. Chooses CostTable.prefetch_bytes (tools/fit.py PREFETCH_ROWS).
+__attribute__((target("avx2,fma"), noinline)) static double dot_prefetch_ns_per_line(const float* p, size_t floats,
+                                                                                     const float* a, size_t ahead) {
+  const size_t col = 1024;  // floats per 4 KiB column of 2048 bf16 values; A: 2048 floats
+  const __m256i high = _mm256_set1_epi32((int)0xffff0000u);
+  __m256 c0 = _mm256_setzero_ps(), c1 = c0, c2 = c0, c3 = c0;
+  const unsigned csr = _mm_getcsr();
+  _mm_setcsr(csr | 0x8040);  // flush denormals (random bits as bf16): no microcode assists in the timing
+  double t0 = now();
+  for (size_t i = 0; i + col <= floats; i += col) {
+    const char* b = reinterpret_cast<const char*>(p + i);
+    for (size_t l = 0; l < col * 4; l += 64) {
+      if (ahead) _mm_prefetch(b + l + ahead, _MM_HINT_T0);
+      __m256i x = _mm256_load_si256(reinterpret_cast<const __m256i*>(b + l));
+      __m256i y = _mm256_load_si256(reinterpret_cast<const __m256i*>(b + l + 32));
+      const float* q = a + l / 2;
+      c0 = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_slli_epi32(x, 16)), _mm256_load_ps(q), c0);
+      c1 = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_and_si256(x, high)), _mm256_load_ps(q + 8), c1);
+      c2 = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_slli_epi32(y, 16)), _mm256_load_ps(q + 16), c2);
+      c3 = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_and_si256(y, high)), _mm256_load_ps(q + 24), c3);
+    }
+  }
+  double t = now() - t0;
+  _mm_setcsr(csr);
+  g_sink = _mm256_cvtss_f32(_mm256_add_ps(_mm256_add_ps(c0, c1), _mm256_add_ps(c2, c3)));
+  return t * 1e9 / ((double)floats / 16);
+}
+
 // -- a persistent pool: ns per parallel round (wake the sleeping workers, each runs an empty task, join them).
 // Sleeping on a condition variable, not spinning: on a loaded host a spinning pool measures the scheduler. ---
 struct Pool {
@@ -209,6 +239,7 @@ int main(int argc, char** argv) {
   float* big = random_buffer(dram_floats, 1);
   float* l1 = random_buffer(16 << 8, 2);  // 16 KiB
   float* mid = random_buffer(l2 / 4, 3);
+  float* dot_a = random_buffer(2048, 4);  // a GEMV's A: 8 KiB, in L1
   std::vector<float*> parts;
   for (int t = 0; t < threads; ++t) parts.push_back(random_buffer(dram_floats / threads, 10 + t));
   Pool pool(threads - 1);
@@ -236,6 +267,9 @@ int main(int argc, char** argv) {
     std::printf("two_streams_line %.6f\n", best([&] { return interleaved_ns_per_line(big, dram_floats, 2); }, 3));
     std::printf("interleaved_line %.6f\n", best([&] { return interleaved_ns_per_line(big, dram_floats, 4); }, 3));
     std::printf("short_run %.6f\n", best([&] { return short_run_ns(big, dram_floats, 512, 32768); }, 3));
+    for (size_t ahead : {0, 256, 512, 1024, 2048})
+      std::printf("prefetch_%zu %.6f\n", ahead,
+                  best([&] { return dot_prefetch_ns_per_line(big, dram_floats, dot_a, ahead); }, 3));
     {
       long rounds = 400 * scale;
       std::printf("parallel_round %.6f\n", best([&] {

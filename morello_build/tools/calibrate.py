@@ -68,7 +68,7 @@ def spread(values: list[float]) -> float:
 
 def summarize(samples: dict[str, list[float]], threads: int, max_spread: float) -> dict[str, dict]:
     """Per measurement: median ns, spread, cycles per unit; a UserError when one is too noisy to fit."""
-    from morello_build.tools.fit import CLOCK, ROWS, WIDTH_ROWS
+    from morello_build.tools.fit import CLOCK, PREFETCH_ROWS, PREFETCH_UNIT, ROWS, WIDTH_ROWS
 
     if CLOCK not in samples or not samples[CLOCK]:
         raise UserError("calibrate: no clock measurement")
@@ -78,6 +78,7 @@ def summarize(samples: dict[str, list[float]], threads: int, max_spread: float) 
         if name == "parallel_round" and threads < 2:
             continue  # one CPU: nothing to wake
         unit = ROWS[name][0] if name in ROWS else WIDTH_ROWS[name][0] if name in WIDTH_ROWS else "one cycle"
+        unit = PREFETCH_UNIT if name in PREFETCH_ROWS else unit
         med = median(values)
         out[name] = dict(unit=unit, median_ns=round(med, 4), spread=round(spread(values), 4), reps=len(values))
         out[name]["cycles"] = round(med / clock, 4)
@@ -93,10 +94,13 @@ def summarize(samples: dict[str, list[float]], threads: int, max_spread: float) 
 
 def profile_data(measurements: dict[str, dict], host, base: str, seconds: float) -> dict:
     """The profile file's contents (target/profiles.py FILE_KEYS)."""
-    from morello_build.tools.fit import CLOCK, WIDTH_ROWS, fit
+    from morello_build.tools.fit import CLOCK, WIDTH_ROWS, fit, prefetch_bytes
 
     cycles = {n: m["cycles"] for n, m in measurements.items() if n != CLOCK}
     result = fit(cycles)
+    costs = dict(result.costs)
+    if (ahead := prefetch_bytes(cycles)) is not None:
+        costs["prefetch_bytes"] = ahead
     widths: dict[str, dict[str, float]] = {}
     for name, (_, width, feature) in WIDTH_ROWS.items():
         if name in cycles:
@@ -113,7 +117,7 @@ def profile_data(measurements: dict[str, dict], host, base: str, seconds: float)
             "residuals": result.residuals,
             "seconds": round(seconds, 1),
         },
-        "costs": result.costs,
+        "costs": costs,
         "widths": widths,
     }
     if host.l1d and host.l2:

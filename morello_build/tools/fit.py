@@ -30,6 +30,11 @@ WIDTH_ROWS: dict[str, tuple[str, int, str]] = {
     "fma_lat_512": ("one 512-bit FMA of a dependent chain", 64, "fma_latency"),
 }
 CLOCK = "clock"  # ns per cycle: a chain of dependent integer adds
+# Measured to choose CostTable.prefetch_bytes, not fitted: a bf16 dot product's loop over DRAM (as the dot
+# kernels run it) prefetching its stream d bytes ahead (0: not at all).
+PREFETCH_ROWS: dict[str, int] = {f"prefetch_{d}": d for d in (0, 256, 512, 1024, 2048)}
+PREFETCH_UNIT = "a DRAM line of a bf16 dot product's loop"
+MIN_PREFETCH_GAIN = 0.03  # a gain below the measurements' noise on a quiet host (spread ~1-2%) is none
 
 
 @dataclass(frozen=True)
@@ -62,6 +67,15 @@ def nnls(a, b, tol: float = 1e-12):
             x[~passive] = 0.0
         x = z
     return x
+
+
+def prefetch_bytes(cycles: dict[str, float]) -> int | None:
+    """The prefetch distance whose loop ran fastest, 0 where none gains MIN_PREFETCH_GAIN over not
+    prefetching; None without the measurements."""
+    if not all(cycles.get(m, 0) > 0 for m in PREFETCH_ROWS):
+        return None
+    best = min(PREFETCH_ROWS, key=lambda m: (cycles[m], PREFETCH_ROWS[m]))
+    return PREFETCH_ROWS[best] if cycles[best] < (1 - MIN_PREFETCH_GAIN) * cycles["prefetch_0"] else 0
 
 
 def fit(cycles: dict[str, float]) -> Fit:
