@@ -290,6 +290,25 @@ def test_cost_counts_bytes_and_instructions():
     assert q8["vec_fma"] == q4["vec_fma"] == 4096 // 32 and q4["vec_op"] > q8["vec_op"]  # nibbles cost more
 
 
+def test_dot_int_prefetches_8_bit_weights():
+    from dataclasses import replace
+
+    from morello_build.ir.levels import Level
+    from morello_build.target.kernels.quant_int import DOT_INT
+
+    target = get_target("avx2", threads=1)
+
+    def feats(b):
+        o = parse_spec(f"matmul 1x4096x4 {b} aquant=i8 accum").to_spec(target.limits()).op
+        o = o.with_operands((replace(o.a, dtype=aquant.Q8A, level=Level.L1), o.b, replace(o.c, level=Level.RF)))
+        return dict(DOT_INT.cost(o, target))
+
+    for b in ("b=q8_0", "b=i8:col group=32 scales=f16"):
+        f = feats(b)
+        assert "gl_interleaved" not in f and f["vec_load"] > 4096 // 32 * 5, b  # one stream; the prefetches
+    assert feats("b=q4_0")["gl_interleaved"] > 0  # 4-bit weights: dot_int4 prefetches, not dot_int
+
+
 def test_dot_int4_reads_one_stream_with_fewer_instructions():
     from dataclasses import replace
 

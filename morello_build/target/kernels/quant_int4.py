@@ -25,9 +25,15 @@ from __future__ import annotations
 from morello_build.ir.aquant import BLOCK, Q8A
 from morello_build.synth.cost import Features, lines_read
 from morello_build.target.kernels.common import KernelDef
-from morello_build.target.kernels.quant_int import block_ptr, dot_applies, prologue, scale_zero
+from morello_build.target.kernels.quant_int import (
+    block_ptr,
+    dot_applies,
+    emit_prefetch,
+    prefetch_plan,
+    prologue,
+    scale_zero,
+)
 
-LINE = 64
 MAX_OUTPUTS = 8  # rows x columns per kernel: M = 1 takes 8 columns, M = 4 4 x 2
 _EVENS_ODDS = "0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15"
 _ZSPREAD = ", ".join(["0, -128"] * 8 + ["1, -128"] * 8)  # byte 0 to the low half's 16-bit lanes, byte 1 to the high
@@ -42,17 +48,6 @@ def _applies(op, target) -> bool:
     )
 
 
-def _column_bytes(fmt, k: int) -> int:
-    return k // BLOCK * (fmt.unit_size if fmt.block else BLOCK // 2)
-
-
-def _prefetch_plan(fmt, k: int, n: int) -> tuple[int, int]:
-    """(pairs of blocks, lines prefetched per pair): the next n columns' bytes spread over the pairs."""
-    pairs = k // BLOCK // 2
-    lines = -(-n * _column_bytes(fmt, k) // LINE)
-    return pairs, (-(-lines // pairs) if pairs else 0)
-
-
 def _cost(op, target) -> Features:
     """Per pair of blocks: per row, A's two blocks rearranged (q4_0: 2 permutes; i4: 2 shuffles, 2
     unpacks, 2 permutes) and their offsets (2 maddubs, an add) and scales (an unpack); per column, the
@@ -65,7 +60,7 @@ def _cost(op, target) -> Features:
     (_vector_regs counts those the loop needs), each value beyond them costs a store and two loads a step."""
     fmt, (_, m, k, n) = op.b.dtype, op.iter_shape
     blocks = k // BLOCK
-    pairs, per = _prefetch_plan(fmt, k, n)
+    pairs, per = prefetch_plan(fmt, k, n)
     q4 = fmt.name == "q4_0"
     row_ops = (2 if q4 else 6) + 3 + 1
     z, zsplit = int(fmt.zero), int(fmt.zero and _zero_halves(fmt, k))
@@ -82,7 +77,7 @@ def _cost(op, target) -> Features:
         hsum=m * n,
         loop_iter=pairs,
     )
-    scale_lines = -(-int(n * k * fmt.scale_bytes) // LINE) if not fmt.block else 0
+    scale_lines = -(-int(n * k * fmt.scale_bytes) // 64) if not fmt.block else 0
     return feats + lines_read(op.a) + lines_read(op.b) + Features.of(gl_line=scale_lines)
 
 
@@ -90,7 +85,7 @@ def _cost(op, target) -> Features:
 def _emit(lw, node, binds) -> None:
     c, aps, cols, blk = prologue(lw, node, binds, "dot_int4")
     fmt, (_, m, k, n) = binds[1].dtype, node.spec.op.iter_shape
-    pairs, per = _prefetch_plan(fmt, k, n)
+    pairs, per = prefetch_plan(fmt, k, n)
     accs = [[lw.fresh("acc") for _ in range(n)] for _ in range(m)]
     lw.emit("__m256 " + ", ".join(f"{x} = _mm256_setzero_ps()" for row in accs for x in row) + ";")
     offs = "_mm256_set1_epi8(1)" if fmt.zero else "_mm256_set1_epi8(8)"  # sum qa per lane, or 8 times it
@@ -101,10 +96,8 @@ def _emit(lw, node, binds) -> None:
         lw.emit(f"const __m256i evens_odds = _mm256_setr_epi8({_EVENS_ODDS}, {_EVENS_ODDS});")
     if pairs:
         lw.emit("const __m256i pair_lanes = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);")
-        nxt = f"reinterpret_cast<const char*>({cols[-1][0]}) + {_column_bytes(fmt, k)}"
         lw.open(f"for (ix {blk} = 0; {blk} + 1 < {k // BLOCK}; {blk} += 2) {{")
-        for u in range(per):  # the following columns' bytes: this pair's share
-            lw.emit(f"_mm_prefetch({nxt} + ({blk} / 2 * {per} + {u}) * {LINE}, _MM_HINT_T0);")
+        emit_prefetch(lw, fmt, cols, k, n, blk)  # the following columns' bytes: this pair's share
         _pair(lw, fmt, aps, cols, blk, accs)
         lw.close()
     if k // BLOCK % 2:
