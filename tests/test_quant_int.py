@@ -38,6 +38,13 @@ SPECS = [
     "matmul 2x64x3 b=q8_0 aquant=i8 batch=2",
     "matmul 2x128x4 b=i4:col group=64 scales=f32 aquant=i8",
     "matmul 3x96x5 b=q4_0 aquant=i8",
+    "matmul 1x160x13 b=i4:col group=32 scales=f16 zero aquant=i8",  # dot_int4 with zero points: 8 + 5 columns
+    "matmul 1x192x9 b=i4:col group=64 scales=f16 zero aquant=i8",  # groups of 64, an odd block count
+]
+# dot_int4 with zero points where the search picks dot_int: 4 x 2, 2 x 3 and 1 x 3 tiles (test_dot_int4_tiles).
+FORCED = [
+    "matmul 4x96x2 b=i4:col group=32 scales=f16 zero aquant=i8",
+    "matmul 3x192x3 b=i4:col group=64 scales=f32 zero aquant=i8",
 ]
 
 
@@ -176,14 +183,14 @@ def _headers(isa: str):
     return tuple(out)
 
 
-def _program(isa: str, tmp: Path):
+def _program(isa: str, tmp: Path, specs=SPECS, headers=None):
     lines, cases = ["#include <cstdio>"], []
-    for i, header in enumerate(_headers(isa)):
+    for i, header in enumerate(headers or _headers(isa)):
         (tmp / f"k{i}.hpp").write_text(header)
         lines.append(f'#include "k{i}.hpp"')
     lines.append("int main() {")
     rng = np.random.default_rng(7)
-    for i, text in enumerate(SPECS):
+    for i, text in enumerate(specs):
         u = parse_spec(text)
         fmt = u.dtypes[1]
         case = _case(u, rng)
@@ -214,17 +221,40 @@ ISAS = ["scalar", "avx2", "avx512_bf16"] + (["highway"] if HAVE_HWY else [])
 @pytest.mark.skipif(not HAVE_CXX, reason="no C++ compiler")
 @pytest.mark.parametrize("isa", ISAS)
 def test_kernels_match_the_exact_semantics(isa, tmp_path):
-    src, cases = _program(isa, tmp_path)
+    _check_program(isa, tmp_path, SPECS)
+
+
+def _check_program(isa: str, tmp: Path, specs, headers=None) -> None:
+    src, cases = _program(isa, tmp, specs, headers)
     rows = run_program(src, isa)
     for i, (a, arrays, exact, want, terms) in enumerate(cases):
         kern, ref = case_outputs(rows, i, exact.shape)
         tol = _tight(a, exact, terms)
-        assert np.all(np.abs(ref - exact) <= tol), (SPECS[i], "reference", ref, exact)
-        assert np.all(np.abs(kern - exact) <= tol), (SPECS[i], isa, kern, exact)
-        u, fmt = parse_spec(SPECS[i]), parse_spec(SPECS[i]).dtypes[1]
+        assert np.all(np.abs(ref - exact) <= tol), (specs[i], "reference", ref, exact)
+        assert np.all(np.abs(kern - exact) <= tol), (specs[i], isa, kern, exact)
+        u, fmt = parse_spec(specs[i]), parse_spec(specs[i]).dtypes[1]
         if u.batch == 1:  # against unquantized A: within the documented bound
             bound = aquant.error_bound(a[0], fmt, arrays["b"], arrays.get("b_scales"), arrays.get("b_zeros"))
-            assert np.all(np.abs(kern[0] - want[0]) <= bound + tol[0]), (SPECS[i], isa)
+            assert np.all(np.abs(kern[0] - want[0]) <= bound + tol[0]), (specs[i], isa)
+
+
+@pytest.mark.skipif(not HAVE_CXX, reason="no C++ compiler")
+def test_dot_int4_tiles_with_zero_points(tmp_path, monkeypatch):
+    """dot_int4's zero points on tiles of 2 to 4 rows: the search, without dot_int, picks them (avx2 only:
+    highway's functions run the same AVX2 text, and SPECS' zero-point specs run there)."""
+    isa = "avx2"
+    import morello_build.target.kernels as catalog
+
+    without = tuple(k for k in catalog.CATALOG if k.name not in ("dot_int", "dot_int_scalar"))
+    monkeypatch.setattr(catalog, "CATALOG", without)
+    target, headers = get_target(isa, threads=2), []
+    for i, text in enumerate(FORCED):
+        user = parse_spec(text)
+        impl, _ = synthesize(user.to_spec(target.limits()), target)
+        shapes = {n.spec.op.iter_shape[1] for n in walk(impl) if isinstance(n, Kernel) and n.name == "dot_int4"}
+        assert max(shapes) >= 2, (text, shapes)
+        headers.append(emit_header(user, impl, target, name=f"k{i}", namespace=f"qi{i}"))
+    _check_program(isa, tmp_path, FORCED, headers)
 
 
 # -- the Python API (run by test_quant's) and the cost model -----------------------------------------------------
@@ -260,6 +290,25 @@ def test_cost_counts_bytes_and_instructions():
     assert q8["vec_fma"] == q4["vec_fma"] == 4096 // 32 and q4["vec_op"] > q8["vec_op"]  # nibbles cost more
 
 
+def test_dot_int_prefetches_8_bit_weights():
+    from dataclasses import replace
+
+    from morello_build.ir.levels import Level
+    from morello_build.target.kernels.quant_int import DOT_INT
+
+    target = get_target("avx2", threads=1)
+
+    def feats(b):
+        o = parse_spec(f"matmul 1x4096x4 {b} aquant=i8 accum").to_spec(target.limits()).op
+        o = o.with_operands((replace(o.a, dtype=aquant.Q8A, level=Level.L1), o.b, replace(o.c, level=Level.RF)))
+        return dict(DOT_INT.cost(o, target))
+
+    for b in ("b=q8_0", "b=i8:col group=32 scales=f16"):
+        f = feats(b)
+        assert "gl_interleaved" not in f and f["vec_load"] > 4096 // 32 * 5, b  # one stream; the prefetches
+    assert feats("b=q4_0")["gl_interleaved"] > 0  # 4-bit weights: dot_int4 prefetches, not dot_int
+
+
 def test_dot_int4_reads_one_stream_with_fewer_instructions():
     from dataclasses import replace
 
@@ -277,5 +326,7 @@ def test_dot_int4_reads_one_stream_with_fewer_instructions():
         new, old = dict(DOT_INT4.cost(op(b), target)), dict(DOT_INT.cost(op(b), target))
         assert "gl_interleaved" not in new and old["gl_interleaved"] > 0  # the prefetches make one stream
         assert new["gl_line"] == old["gl_line"] and new["vec_op"] < old["vec_op"], b
-    assert not DOT_INT4.applies(op("b=i4:col group=32 zero"), target)  # a zero point per group: dot_int's
+    zero, plain = (dict(DOT_INT4.cost(op(f"b=i4:col group=32 scales=f16{z}"), target)) for z in (" zero", ""))
+    assert zero["vec_op"] > plain["vec_op"] and zero["scalar_op"] > plain["scalar_op"]  # z to lanes, the mullo
+    assert zero["gl_line"] > plain["gl_line"]  # the zero points' bytes
     assert not DOT_INT4.applies(op("b=q8_0"), target)

@@ -28,6 +28,7 @@ from morello_build.synth.cost import Features, lines_from, lines_read, streams_r
 from morello_build.target.kernels.common import F32, KernelDef, check_dot_operands, columns_unit_stride
 
 MAX_COLS = 4  # rows x columns of C per kernel (decode: one row, a few columns; small batches: rows share B)
+LINE = 64
 # Vector instructions turning one block of a format's weights into 32 int8 lanes of qb - z.
 _WIDEN_OPS = {"q8_0": 0, "i8": 0, "q4_0": 5, "i4": 7}
 _DOT_OPS = 6  # abs, sign, maddubs, madd, convert, broadcast of sa * sb (the FMA counted apart)
@@ -56,29 +57,58 @@ def dot_applies(op, target, max_cols: int = MAX_COLS) -> bool:
     )
 
 
-def operand_lines(op, n: int) -> Features:
+def operand_lines(op, n: int, one_stream: bool = False) -> Features:
+    """A's and B's lines (``one_stream``: the prefetches make B's n columns one sequential run)."""
     fmt, k = op.b.dtype, op.iter_shape[2]
     scale_lines = -(-int(n * k * fmt.scale_bytes) // 64) if op.b.level == Level.GL else 0
-    return lines_read(op.a) + streams_read(op.b, n) + Features.of(gl_line=scale_lines)
+    b_lines = lines_read(op.b) if one_stream else streams_read(op.b, n)
+    return lines_read(op.a) + b_lines + Features.of(gl_line=scale_lines)
+
+
+def column_bytes(fmt, k: int) -> int:
+    return k // BLOCK * (fmt.unit_size if fmt.block else fmt.bits * BLOCK // 8)
+
+
+def prefetch_plan(fmt, k: int, n: int) -> tuple[int, int]:
+    """(pairs of blocks, lines prefetched per pair): the bytes of the n columns after a kernel's last column
+    spread over its pairs of blocks, so that a loop over N reads its columns as one stream."""
+    pairs = k // BLOCK // 2
+    lines = -(-n * column_bytes(fmt, k) // LINE)
+    return pairs, (-(-lines // pairs) if pairs else 0)
+
+
+def emit_prefetch(lw, fmt, cols, k: int, n: int, blk: str) -> None:
+    """This pair's share of the prefetches (blk: the pair's first block)."""
+    _, per = prefetch_plan(fmt, k, n)
+    nxt = f"reinterpret_cast<const char*>({cols[-1][0]}) + {column_bytes(fmt, k)}"
+    for u in range(per):
+        lw.emit(f"_mm_prefetch({nxt} + ({blk} / 2 * {per} + {u}) * {LINE}, _MM_HINT_T0);")
 
 
 def _dot_cost(op, target, vnni: bool = False) -> Features:
     """Per block: each column's weights widened once (and |qb|), then per row and column the products,
-    their sum to int32 lanes, the conversion and the FMA by sa * sb."""
+    their sum to int32 lanes, the conversion and the FMA by sa * sb. 8-bit weights: per pair of blocks the
+    prefetches (loads), and B read as one stream."""
     fmt, (_, m, k, n) = op.b.dtype, op.iter_shape
     blocks = k // BLOCK
+    pairs, per = prefetch_plan(fmt, k, n) if _prefetches(fmt) else (0, 0)
     zero_i8 = fmt.name == "i8" and fmt.zero
     per_col = _WIDEN_OPS[fmt.name] + 1  # the weights, and |qb|
     per_pair = _DOT_OPS - 1 - vnni + 3 * zero_i8  # vpdpbusd: maddubs and madd in one
     feats = Features.of(
-        vec_load=blocks * (m + n),
+        vec_load=blocks * (m + n) + pairs * per,
         vec_op=blocks * (n * per_col + m * n * per_pair + 2 * m * zero_i8),
         vec_fma=blocks * m * n,
         scalar_op=blocks * n * (1 + fmt.zero + m),
         hsum=m * n,
         loop_iter=blocks,
     )
-    return feats + operand_lines(op, n)
+    return feats + operand_lines(op, n, one_stream=pairs > 0)
+
+
+def _prefetches(fmt) -> bool:
+    """dot_int prefetches the weights after its columns for the 8-bit formats (4-bit ones: dot_int4's)."""
+    return fmt.bits == 8
 
 
 def _scalar_cost(op, target) -> Features:
@@ -214,6 +244,8 @@ def _avx2_emit(lw, node, binds, vnni: bool = False) -> None:
 
     if chains == 2:
         lw.open(f"for (ix {blk} = 0; {blk} + 1 < {blocks}; {blk} += 2) {{")
+        if _prefetches(fmt):
+            emit_prefetch(lw, fmt, cols, k, n, blk)
         _avx2_block(lw, fmt, aps, cols, blk, chain(0), vnni)
         _avx2_block(lw, fmt, aps, cols, f"({blk} + 1)", chain(1), vnni)
         lw.close()

@@ -1,11 +1,14 @@
-"""``dot_int4``: ``aquant=i8`` dot products with 4-bit weights whose offset is the constant 8 (``q4_0``, and
-``i4`` without a zero point), on AVX2 (ir/aquant.py: the semantics; quant_int.py: the general kernels).
+"""``dot_int4``: ``aquant=i8`` dot products with 4-bit weights (``q4_0``; ``i4`` with or without zero points),
+on AVX2 (ir/aquant.py: the semantics; quant_int.py: the general kernels).
 
 Cheaper per block than ``dot_int``'s sign trick, with the same exact integer block sums:
 
 - the nibbles stay unsigned: ``maddubs`` multiplies them (u8, 0..15) by qa (s8), and the offset is taken
   off once per A block for every column, as ``8 * sum qa`` (``maddubs`` of 8s by qa, int16: each lane's
-  total stays under 12,000 in magnitude);
+  total stays under 12,000 in magnitude); with zero points (i4 ``zero``: z, 0..15, per group and column)
+  the offset is ``z * sum qa``: each row's int16 sums of qa (``maddubs`` of 1s by qa, 4 values a lane, at
+  most 508 in magnitude) once per step, times each column's z broadcast to its block's 16-bit lanes
+  (``mullo_epi16``: at most 7,620, so a lane's total stays under 15,300);
 - two blocks per step in one ymm: their nibbles are masked and shifted in place (no byte unpack), and A's
   two blocks are rearranged once per step for every column to match the weights' order (q4_0: byte j
   holds element j low, j + 16 high, so the 128-bit halves; i4: byte j holds 2j low, 2j + 1 high, so evens
@@ -22,11 +25,18 @@ from __future__ import annotations
 from morello_build.ir.aquant import BLOCK, Q8A
 from morello_build.synth.cost import Features, lines_read
 from morello_build.target.kernels.common import KernelDef
-from morello_build.target.kernels.quant_int import block_ptr, dot_applies, prologue, scale_zero
+from morello_build.target.kernels.quant_int import (
+    block_ptr,
+    dot_applies,
+    emit_prefetch,
+    prefetch_plan,
+    prologue,
+    scale_zero,
+)
 
-LINE = 64
 MAX_OUTPUTS = 8  # rows x columns per kernel: M = 1 takes 8 columns, M = 4 4 x 2
 _EVENS_ODDS = "0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15"
+_ZSPREAD = ", ".join(["0, -128"] * 8 + ["1, -128"] * 8)  # byte 0 to the low half's 16-bit lanes, byte 1 to the high
 
 
 def _applies(op, target) -> bool:
@@ -34,47 +44,40 @@ def _applies(op, target) -> bool:
     return (
         dot_applies(op, target, max_cols=MAX_OUTPUTS)
         and fmt.name in ("q4_0", "i4")
-        and not fmt.zero
         and _vector_regs(op, target) <= target.vector_regs
     )
-
-
-def _column_bytes(fmt, k: int) -> int:
-    return k // BLOCK * (fmt.unit_size if fmt.block else BLOCK // 2)
-
-
-def _prefetch_plan(fmt, k: int, n: int) -> tuple[int, int]:
-    """(pairs of blocks, lines prefetched per pair): the next n columns' bytes spread over the pairs."""
-    pairs = k // BLOCK // 2
-    lines = -(-n * _column_bytes(fmt, k) // LINE)
-    return pairs, (-(-lines // pairs) if pairs else 0)
 
 
 def _cost(op, target) -> Features:
     """Per pair of blocks: per row, A's two blocks rearranged (q4_0: 2 permutes; i4: 2 shuffles, 2
     unpacks, 2 permutes) and their offsets (2 maddubs, an add) and scales (an unpack); per column, the
     nibbles masked (and, shift, and; q4_0: an insert) and the scales converted (a move, F16C); per row and
-    column 2 maddubs, add, sub, madd, convert, multiply, permute and the FMA. Prefetches are loads; B is
+    column 2 maddubs, add, sub, madd, convert, multiply, permute and the FMA; zero points: per column the
+    pair's z to 16-bit lanes (a load, a move, a broadcast; where a pair can straddle two groups a shuffle, and
+    unless groups are 32 values two more scalar ops), per row and column a mullo_epi16 (the odd block: a
+    load, a move and a broadcast per column, a mullo per row and column). Prefetches are loads; B is
     read as one stream (the prefetches make the n columns one sequential run). Where registers run out
     (_vector_regs counts those the loop needs), each value beyond them costs a store and two loads a step."""
     fmt, (_, m, k, n) = op.b.dtype, op.iter_shape
     blocks = k // BLOCK
-    pairs, per = _prefetch_plan(fmt, k, n)
+    pairs, per = prefetch_plan(fmt, k, n)
     q4 = fmt.name == "q4_0"
     row_ops = (2 if q4 else 6) + 3 + 1
-    col_ops = 3 + q4 + 2
+    z, zsplit = int(fmt.zero), int(fmt.zero and _zero_halves(fmt, k))
+    col_ops = 3 + q4 + 2 + (2 + zsplit) * z
     single = blocks % 2  # the odd last block: the same per block, no pairing
-    spill = max(0, m * n + 4 * m + 7 - target.vector_regs)  # values kept on the stack: a store, 2 loads a step
+    spill = max(0, m * n + 4 * m + 7 + z - target.vector_regs)  # values on the stack: a store, 2 loads a step
     feats = Features.of(
         vec_load=pairs * (4 * m + (1 + q4) * n + per + 2 * spill) + single * (2 * m + n),
         vec_store=pairs * spill,
-        vec_op=pairs * (m * row_ops + n * col_ops + 8 * m * n) + single * (m * 3 + n * 4 + 5 * m * n),
+        vec_op=pairs * (m * row_ops + n * col_ops + (8 + z) * m * n)
+        + single * (m * 3 + n * (4 + 2 * z) + (5 + z) * m * n),
         vec_fma=(pairs + single) * m * n,
-        scalar_op=(pairs * 3 + single * 2) * n,
+        scalar_op=(pairs * (3 + z + 2 * (zsplit and fmt.group > BLOCK)) + single * (2 + z)) * n,
         hsum=m * n,
         loop_iter=pairs,
     )
-    scale_lines = -(-int(n * k * fmt.scale_bytes) // LINE) if not fmt.block else 0
+    scale_lines = -(-int(n * k * fmt.scale_bytes) // 64) if not fmt.block else 0
     return feats + lines_read(op.a) + lines_read(op.b) + Features.of(gl_line=scale_lines)
 
 
@@ -82,18 +85,19 @@ def _cost(op, target) -> Features:
 def _emit(lw, node, binds) -> None:
     c, aps, cols, blk = prologue(lw, node, binds, "dot_int4")
     fmt, (_, m, k, n) = binds[1].dtype, node.spec.op.iter_shape
-    pairs, per = _prefetch_plan(fmt, k, n)
+    pairs, per = prefetch_plan(fmt, k, n)
     accs = [[lw.fresh("acc") for _ in range(n)] for _ in range(m)]
     lw.emit("__m256 " + ", ".join(f"{x} = _mm256_setzero_ps()" for row in accs for x in row) + ";")
-    lw.emit("const __m256i m15 = _mm256_set1_epi8(15), ones16 = _mm256_set1_epi16(1), eights = _mm256_set1_epi8(8);")
+    offs = "_mm256_set1_epi8(1)" if fmt.zero else "_mm256_set1_epi8(8)"  # sum qa per lane, or 8 times it
+    lw.emit(f"const __m256i m15 = _mm256_set1_epi8(15), ones16 = _mm256_set1_epi16(1), offs = {offs};")
+    if fmt.zero and _zero_halves(fmt, k):
+        lw.emit(f"const __m256i zspread = _mm256_setr_epi8({_ZSPREAD});")
     if fmt.name == "i4":
         lw.emit(f"const __m256i evens_odds = _mm256_setr_epi8({_EVENS_ODDS}, {_EVENS_ODDS});")
     if pairs:
         lw.emit("const __m256i pair_lanes = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);")
-        nxt = f"reinterpret_cast<const char*>({cols[-1][0]}) + {_column_bytes(fmt, k)}"
         lw.open(f"for (ix {blk} = 0; {blk} + 1 < {k // BLOCK}; {blk} += 2) {{")
-        for u in range(per):  # the following columns' bytes: this pair's share
-            lw.emit(f"_mm_prefetch({nxt} + ({blk} / 2 * {per} + {u}) * {LINE}, _MM_HINT_T0);")
+        emit_prefetch(lw, fmt, cols, k, n, blk)  # the following columns' bytes: this pair's share
         _pair(lw, fmt, aps, cols, blk, accs)
         lw.close()
     if k // BLOCK % 2:
@@ -128,8 +132,8 @@ def _pair(lw, fmt, aps, cols, blk: str, accs) -> None:
             lw.emit(f"const __m256i {lo} = _mm256_permute4x64_epi64(_mm256_unpacklo_epi64({x0}s, {x1}s), 0xD8);")
             lw.emit(f"const __m256i {hi} = _mm256_permute4x64_epi64(_mm256_unpackhi_epi64({x0}s, {x1}s), 0xD8);")
         lw.emit(
-            f"const __m256i {corr} = _mm256_add_epi16(_mm256_maddubs_epi16(eights, {lo}), "
-            f"_mm256_maddubs_epi16(eights, {hi}));"
+            f"const __m256i {corr} = _mm256_add_epi16(_mm256_maddubs_epi16(offs, {lo}), "
+            f"_mm256_maddubs_epi16(offs, {hi}));"
         )
         lw.emit(
             f"const __m128 {sa} = _mm_unpacklo_ps(_mm_load_ss(reinterpret_cast<const float*>({a0})), "
@@ -147,15 +151,44 @@ def _pair(lw, fmt, aps, cols, blk: str, accs) -> None:
         lw.emit(f"const __m256i {lo} = _mm256_and_si256({v}, m15);")
         lw.emit(f"const __m256i {hi} = _mm256_and_si256(_mm256_srli_epi16({v}, 4), m15);")
         lw.emit(f"const __m128 {sb} = {_scale_pair(lw, fmt, col, blk)};")
+        zv = _zero_pair(lw, fmt, col, blk)
         for r, (alo, ahi, corr, sa) in enumerate(rows):
             s = lw.fresh("s")
             lw.emit(
                 f"const __m256i {s} = _mm256_sub_epi16(_mm256_add_epi16(_mm256_maddubs_epi16({lo}, {alo}), "
-                f"_mm256_maddubs_epi16({hi}, {ahi})), {corr});"
+                f"_mm256_maddubs_epi16({hi}, {ahi})), {_offset(corr, zv)});"
             )
             scale = f"_mm256_permutevar8x32_ps(_mm256_castps128_ps256(_mm_mul_ps({sa}, {sb})), pair_lanes)"
             acc = accs[r][j]
             lw.emit(f"{acc} = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16({s}, ones16)), {scale}, {acc});")
+
+
+def _offset(corr: str, zv: str | None) -> str:
+    """The int16 lanes to take off: 8 * sum qa as is, or sum qa times the column's zero points."""
+    return f"_mm256_mullo_epi16({corr}, {zv})" if zv else corr
+
+
+def _zero_halves(fmt, k: int) -> bool:
+    """Whether a pair of blocks can straddle two groups (so two zero points per step, not one)."""
+    return fmt.group // BLOCK % 2 == 1 and k // BLOCK > 1
+
+
+def _zero_pair(lw, fmt, col, blk: str) -> str | None:
+    """A variable holding the zero point of block blk in the low half's 16-bit lanes, blk + 1's in the high
+    half (one broadcast where a group spans both), or None without zero points."""
+    if not fmt.zero:
+        return None
+    zp, per, zv = col[2], fmt.group // BLOCK, lw.fresh("zv")
+    g0, g1 = (f"({b}) / {per}" if per > 1 else b for b in (blk, f"{blk} + 1"))
+    if per % 2 == 0:  # pairs start at even blocks: both in one group
+        lw.emit(f"const __m256i {zv} = _mm256_set1_epi16(short({zp}[{g0}]));")
+        return zv
+    if per == 1:  # the two blocks' zero points are adjacent bytes: one 16-bit load
+        bits = f"[&] {{ uint16_t z; std::memcpy(&z, {zp} + {blk}, 2); return short(z); }}()"
+    else:
+        bits = f"short({zp}[{g0}] | {zp}[{g1}] << 8)"
+    lw.emit(f"const __m256i {zv} = _mm256_shuffle_epi8(_mm256_set1_epi16({bits}), zspread);")
+    return zv
 
 
 def _scale_pair(lw, fmt, col, blk: str) -> str:
@@ -186,7 +219,7 @@ def _single(lw, fmt, aps, cols, blk: str, accs) -> None:
         if fmt.name == "i4":
             x = f"_mm256_permute4x64_epi64(_mm256_shuffle_epi8({x}, evens_odds), 0xD8)"
         lw.emit(f"const __m256i {a} = {x};")
-        lw.emit(f"const __m256i {corr} = _mm256_maddubs_epi16(eights, {a});")
+        lw.emit(f"const __m256i {corr} = _mm256_maddubs_epi16(offs, {a});")
         lw.emit(f"const float {sa} = {lw.rt}::a8_scale({ap} + {blk} * {Q8A.unit_size});")
         rows.append((a, corr, sa))
     for j, col in enumerate(cols):
@@ -194,10 +227,14 @@ def _single(lw, fmt, aps, cols, blk: str, accs) -> None:
         p = block_ptr(fmt, col[0], blk) + (" + 2" if fmt.block else "")
         lw.emit(f"const __m128i {x} = {_load(p, 128)};")
         lw.emit(f"const __m256i {v} = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16({x}, 4), {x}), m15);")
-        sb = scale_zero(lw, fmt, col, blk, f16c=True)[0]
+        sb, z = scale_zero(lw, fmt, col, blk, f16c=True)
+        zv = None
+        if fmt.zero:
+            zv = lw.fresh("zv")
+            lw.emit(f"const __m256i {zv} = _mm256_set1_epi16(short({z}));")
         for r, (a, corr, sa) in enumerate(rows):
             s, acc = lw.fresh("s"), accs[r][j]
-            lw.emit(f"const __m256i {s} = _mm256_sub_epi16(_mm256_maddubs_epi16({v}, {a}), {corr});")
+            lw.emit(f"const __m256i {s} = _mm256_sub_epi16(_mm256_maddubs_epi16({v}, {a}), {_offset(corr, zv)});")
             lw.emit(
                 f"{acc} = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16({s}, ones16)), "
                 f"_mm256_set1_ps({sa} * ({sb})), {acc});"
@@ -208,8 +245,8 @@ def _single(lw, fmt, aps, cols, blk: str, accs) -> None:
 def _vector_regs(op, target) -> int:
     _, m, _, n = op.iter_shape
     # accumulators, 3 constants and 4 temporaries (A's per-row halves, offsets and scales can live on the
-    # stack: memory operands, priced in _cost)
-    return m * n + 7
+    # stack: memory operands, priced in _cost); zero points: one more temporary (a column's)
+    return m * n + 7 + int(op.b.dtype.zero)
 
 
 DOT_INT4 = KernelDef(
@@ -219,7 +256,7 @@ DOT_INT4 = KernelDef(
     applies=_applies,
     cost=_cost,
     emit=_emit,
-    doc="aquant=i8 dot products with q4_0 / i4 (offset 8): unsigned nibbles, two blocks per step, prefetched",
+    doc="aquant=i8 dot products with q4_0 / i4: unsigned nibbles, offsets per A block, two blocks a step, prefetched",
     features=frozenset({"avx2", "f16c"}),
     vector_regs=_vector_regs,
 )
