@@ -72,9 +72,9 @@ class Search:
         return best
 
     def _lookup(self, spec: Spec):
-        q = spec.limits.as_tuple()
-        for limits, impl in self.memo.get(spec.op, ()):
-            if all(a <= b for a, b in zip(q, limits)) and (impl is None or all(p <= a for p, a in zip(impl.peaks, q))):
+        l1, vrf, rf = spec.limits.as_tuple()
+        for (l1_max, vrf_max, rf_max), impl in self.memo.get(spec.op, ()):  # unrolled: once per spec visited
+            if l1 <= l1_max and vrf <= vrf_max and rf <= rf_max and (impl is None or _fits(impl.peaks, l1, vrf, rf)):
                 return True, impl
         return False, None
 
@@ -115,12 +115,15 @@ class Search:
                 return None
             children.append(child)
             if budget is not None and self.prune and i + 1 < len(plan.subspecs):
-                for j, x in enumerate(child.parts):
-                    done[j] += weights[i] * x
+                done = [d + weights[i] * x for d, x in zip(done, child.parts)]
                 partial = Plan(plan.subspecs[i + 1 :], plan.build, weights[i + 1 :])
                 if partial.lower_bound(self.bound, done) > budget:
                     return None
         return plan.build(tuple(children))
+
+
+def _fits(peaks, l1: int, vrf: int, rf: int) -> bool:
+    return peaks[0] <= l1 and peaks[1] <= vrf and peaks[2] <= rf
 
 
 def synthesize(spec: Spec, target, progress=None, store=None, prune=True):
