@@ -372,9 +372,18 @@ def better(x, y) -> bool:
     """Total order on solutions: cost, then work (the sum over classes: programs bound by the same port
     often cost alike), then peak memory (fast levels first), then tree depth.
     (Equal keys keep the earlier action, so the search is deterministic.)"""
+    return better_keyed(x, order_key(x), y, order_key(y))
+
+
+def order_key(impl) -> tuple:
+    """``better``'s key (cost, work, peaks), compared before depth."""
+    return round(impl.cost, 6), round(work(impl), 6), impl.peaks[::-1]
+
+
+def better_keyed(x, kx, y, ky) -> bool:
+    """``better`` given both ``order_key``s (the search keeps its best's: it compares every solution with it)."""
     from morello_build.ir.impl import depth
 
-    kx, ky = (round(x.cost, 6), round(work(x), 6), x.peaks[::-1]), (round(y.cost, 6), round(work(y), 6), y.peaks[::-1])
     if kx != ky:
         return kx < ky
     return depth(x) < depth(y)

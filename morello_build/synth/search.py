@@ -13,7 +13,7 @@ from typing import Callable
 
 from morello_build.ir.spec import Spec, canonicalize
 from morello_build.synth.actions import Plan, enumerate_actions
-from morello_build.synth.cost import ZERO, better, bound_parts
+from morello_build.synth.cost import ZERO, better_keyed, bound_parts, order_key
 
 YOUNG_GC_THRESHOLD = 100_000  # allocations between young-generation collections during a search (see best)
 
@@ -58,11 +58,14 @@ class Search:
             if found:
                 self._remember(spec, impl)
                 return impl
-        best = best_action = None
+        best = best_action = best_key = None
         for action in enumerate_actions(spec, self.target):
             impl = self.apply(spec, action, budget=best.cost if best is not None else None)
-            if impl is not None and (best is None or better(impl, best)):
-                best, best_action = impl, action
+            if impl is None:
+                continue
+            key = order_key(impl)
+            if best is None or better_keyed(impl, key, best, best_key):
+                best, best_action, best_key = impl, action, key
         self._remember(spec, best)
         self.visited += 1
         if self._progress and self.visited % 256 == 0:
