@@ -181,7 +181,7 @@ def depth(impl: Impl) -> int:
 
 
 def max_peaks(*peaks: Peaks) -> Peaks:
-    return tuple(max(p[i] for p in peaks) for i in range(3)) if peaks else (0, 0, 0)
+    return tuple(map(max, zip(*peaks))) if peaks else (0, 0, 0)
 
 
 def add_peak(peaks: Peaks, level: Level, nbytes: int) -> Peaks:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields, replace
 from functools import lru_cache
 from math import prod
+from operator import attrgetter
 
 from morello_build.ir.dtypes import DType
 from morello_build.ir.epilogue import GATE_DEFAULT, NO_EPILOGUE, Epilogue
@@ -129,14 +130,14 @@ def _hash_once(self) -> int:
     caches hash the same ops and specs many times."""
     h = self.__dict__.get("_hash")
     if h is None:
-        h = hash(tuple(getattr(self, name) for name in self._hash_fields))
+        h = hash(self._hash_fields(self))
         object.__setattr__(self, "_hash", h)
     return h
 
 
 def _hashed_once(cls):
     """Class decorator (after @dataclass(frozen=True)): its hash is computed once per object."""
-    cls._hash_fields = tuple(f.name for f in fields(cls))
+    cls._hash_fields = attrgetter(*(f.name for f in fields(cls)))  # its fields' tuple (all have 2 or more)
     cls.__hash__ = _hash_once
     return cls
 
@@ -366,14 +367,8 @@ class Spec:
 OUTPUT_ALIAS_RUNS = L2_WAYS // 2
 
 
-_ROLES = {
-    "matmul": ("input", "input", "matmul"),
-    "gated": ("input", "input", "input", "matmul"),
-    "pair": ("input", "input", "input", "matmul", "matmul"),
-    "gate": ("move",) * 3,
-    "move": ("move", "move"),
-    "zero": ("zero",),
-}
+_ROLES = {"matmul": ("input", "input", "matmul"), "gated": ("input",) * 3 + ("matmul",), "zero": ("zero",)}
+_ROLES |= {"pair": ("input",) * 3 + ("matmul",) * 2, "gate": ("move",) * 3, "move": ("move", "move")}
 
 
 @lru_cache(maxsize=1 << 18)
@@ -386,7 +381,12 @@ def canonicalize(spec: Spec) -> Spec:
 @lru_cache(maxsize=1 << 18)
 def canonical_op(op):
     """The op part of ``canonicalize`` (it does not depend on the limits)."""
-    return op.with_operands(tuple(map(_canonical_operand, op.operands, _ROLES[op.kind])))
+    return op.with_operands(canonical_operands(op.kind, op.operands))
+
+
+def canonical_operands(kind: str, operands) -> tuple[TensorSpec, ...]:
+    """The operands of an op of ``kind`` as ``canonical_op`` makes them (actions.canonical_body: no op first)."""
+    return tuple(map(_canonical_operand, operands, _ROLES[kind]))
 
 
 @lru_cache(maxsize=1 << 18)

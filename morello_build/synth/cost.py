@@ -35,6 +35,7 @@ parts too (``bound_parts``, Plan.lower_bound), so pruning stays sound.
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import lru_cache
 from math import ceil, prod
 
 from morello_build.ir.impl import Loop, MoveImpl
@@ -144,8 +145,7 @@ def combine(own: tuple[float, ...], children, weights, phases=(), hidden=1.0) ->
             total[SERIAL] += w * c.cost
             total[PHASED] += w * (p[TRANSFER] + p[PHASED])
             continue
-        for j, x in enumerate(p):
-            total[j] += w * x
+        total = [t + w * x for t, x in zip(total, p)]
     if refund:
         phased = max(refund, -total[PHASED])
         total[SERIAL] += phased
@@ -277,12 +277,9 @@ def short_runs(op, tile: tuple[int, ...], dims: tuple[int, ...], trips: int, tar
     trip's runs). Inputs the op reuses (GEMM operands) come from the caches after their first reads;
     loops of ops without a reduction (moves, zeroing) count none, since the loops that place their tiles
     were charged."""
-    if not op.reduction_dims:
-        return 0
     runs = 0
-    for i, (t, idims) in enumerate(zip(op.operands, op.operand_iter_dims)):
-        reused = any(e > 1 for j, e in enumerate(op.iter_shape) if j not in idims)
-        if i in op.outputs or reused or t.level != Level.GL or t.runs() == 1:
+    for i, t, idims in _read_once(op):
+        if t.runs() == 1:
             continue
         stepped = {p for p, j in enumerate(idims) if j in dims}
         if not stepped or stepped == {t.layout.digits[-1].dim}:
@@ -300,13 +297,8 @@ def lost_streams(op, tile: tuple[int, ...], dims: tuple[int, ...], trips: int, t
     trip's piece of every run is a short run whose lines wait for DRAM (1x2048x4096 bf16 K x N on Zen 3, one
     thread: k tiles of 8 rows read 13.8 GB/s, of 16 rows 7.6, of 32 to 64 rows 2.8, while the model costed
     them within 3% of each other). Short runs are counted for a parallel loop's trips too, as short_runs'."""
-    if not op.reduction_dims:
-        return 0
     runs = 0
-    for i, (t, idims) in enumerate(zip(op.operands, op.operand_iter_dims)):
-        reused = any(e > 1 for j, e in enumerate(op.iter_shape) if j not in idims)
-        if i in op.outputs or reused or t.level != Level.GL:
-            continue
+    for i, t, idims in _read_once(op):
         stepped = {p for p, j in enumerate(idims) if j in dims}
         if stepped != {t.layout.digits[-1].dim}:
             continue
@@ -315,6 +307,20 @@ def lost_streams(op, tile: tuple[int, ...], dims: tuple[int, ...], trips: int, t
         if n > target.costs.prefetch_streams and body.bytes < n * target.costs.page_bytes:
             runs += trips * n
     return runs
+
+
+@lru_cache(maxsize=1 << 12)
+def _read_once(op) -> tuple:
+    """(index, tile, iteration dims) of the main-memory inputs of an op with a reduction that no other dim
+    reuses (short_runs, lost_streams); once per op, whose loops the search plans a dozen of."""
+    if not op.reduction_dims:
+        return ()
+    shape, operands = op.iter_shape, enumerate(zip(op.operands, op.operand_iter_dims))
+    return tuple(
+        (i, t, idims)
+        for i, (t, idims) in operands
+        if i not in op.outputs and t.level == Level.GL and not any(e > 1 for j, e in enumerate(shape) if j not in idims)
+    )
 
 
 # -- memory: cache views, stride classes -----------------------------------------------------------
@@ -366,9 +372,18 @@ def better(x, y) -> bool:
     """Total order on solutions: cost, then work (the sum over classes: programs bound by the same port
     often cost alike), then peak memory (fast levels first), then tree depth.
     (Equal keys keep the earlier action, so the search is deterministic.)"""
+    return better_keyed(x, order_key(x), y, order_key(y))
+
+
+def order_key(impl) -> tuple:
+    """``better``'s key (cost, work, peaks), compared before depth."""
+    return round(impl.cost, 6), round(work(impl), 6), impl.peaks[::-1]
+
+
+def better_keyed(x, kx, y, ky) -> bool:
+    """``better`` given both ``order_key``s (the search keeps its best's: it compares every solution with it)."""
     from morello_build.ir.impl import depth
 
-    kx, ky = (round(x.cost, 6), round(work(x), 6), x.peaks[::-1]), (round(y.cost, 6), round(work(y), 6), y.peaks[::-1])
     if kx != ky:
         return kx < ky
     return depth(x) < depth(y)

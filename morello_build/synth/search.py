@@ -13,9 +13,7 @@ from typing import Callable
 
 from morello_build.ir.spec import Spec, canonicalize
 from morello_build.synth.actions import Plan, enumerate_actions
-from morello_build.synth.cost import ZERO, better, bound_parts
-
-YOUNG_GC_THRESHOLD = 100_000  # allocations between young-generation collections during a search (see best)
+from morello_build.synth.cost import ZERO, better_keyed, bound_parts, order_key
 
 
 class NoProgram(Exception):
@@ -36,17 +34,17 @@ class Search:
 
     def best(self, spec: Spec):
         """The best Impl for ``spec``, or None if nothing fits its limits."""
-        # The search allocates millions of small objects that its memo keeps (specs, Impl nodes), and
-        # next to no cycles: at CPython's default young-generation threshold (700) the collector scans
-        # them every few hundred allocations, a fifth of the search's time. Raised for the outermost call.
-        threshold = gc.get_threshold()
-        if threshold[0] >= YOUNG_GC_THRESHOLD:
+        # The search allocates millions of small objects that its memo keeps (specs, Impl nodes), and no
+        # cycles (none found after a search): at CPython's default thresholds the collector scans them
+        # every few hundred allocations, and each survivor again in the older generations' collections,
+        # a fifth of the search's time. Off for the outermost call: one young collection follows it.
+        if not gc.isenabled():
             return self._best(spec)
-        gc.set_threshold(YOUNG_GC_THRESHOLD, *threshold[1:])
+        gc.disable()
         try:
             return self._best(spec)
         finally:
-            gc.set_threshold(*threshold)
+            gc.enable()
 
     def _best(self, spec: Spec):
         spec = canonicalize(spec)
@@ -58,11 +56,14 @@ class Search:
             if found:
                 self._remember(spec, impl)
                 return impl
-        best = best_action = None
+        best = best_action = best_key = None
         for action in enumerate_actions(spec, self.target):
             impl = self.apply(spec, action, budget=best.cost if best is not None else None)
-            if impl is not None and (best is None or better(impl, best)):
-                best, best_action = impl, action
+            if impl is None:
+                continue
+            key = order_key(impl)
+            if best is None or better_keyed(impl, key, best, best_key):
+                best, best_action, best_key = impl, action, key
         self._remember(spec, best)
         self.visited += 1
         if self._progress and self.visited % 256 == 0:
@@ -72,9 +73,9 @@ class Search:
         return best
 
     def _lookup(self, spec: Spec):
-        q = spec.limits.as_tuple()
-        for limits, impl in self.memo.get(spec.op, ()):
-            if all(a <= b for a, b in zip(q, limits)) and (impl is None or all(p <= a for p, a in zip(impl.peaks, q))):
+        l1, vrf, rf = spec.limits.as_tuple()
+        for (l1_max, vrf_max, rf_max), impl in self.memo.get(spec.op, ()):  # unrolled: once per spec visited
+            if l1 <= l1_max and vrf <= vrf_max and rf <= rf_max and (impl is None or _fits(impl.peaks, l1, vrf, rf)):
                 return True, impl
         return False, None
 
@@ -115,12 +116,15 @@ class Search:
                 return None
             children.append(child)
             if budget is not None and self.prune and i + 1 < len(plan.subspecs):
-                for j, x in enumerate(child.parts):
-                    done[j] += weights[i] * x
+                done = [d + weights[i] * x for d, x in zip(done, child.parts)]
                 partial = Plan(plan.subspecs[i + 1 :], plan.build, weights[i + 1 :])
                 if partial.lower_bound(self.bound, done) > budget:
                     return None
         return plan.build(tuple(children))
+
+
+def _fits(peaks, l1: int, vrf: int, rf: int) -> bool:
+    return peaks[0] <= l1 and peaks[1] <= vrf and peaks[2] <= rf
 
 
 def synthesize(spec: Spec, target, progress=None, store=None, prune=True):

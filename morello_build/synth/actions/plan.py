@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from math import prod
 from typing import Callable
 
-from morello_build.ir.spec import DType, Spec, operand_tiles
+from morello_build.ir.spec import DType, Spec, canonical_operands, operand_tiles
 
 
 @dataclass(frozen=True)
@@ -28,8 +29,7 @@ class Plan:
         total = list(done or self.own or ZERO)
         weights = self.weights or (1.0,) * len(self.subspecs)
         for w, s in zip(weights, self.subspecs):
-            for j, x in enumerate(bound(s)):
-                total[j] += w * x
+            total = [t + w * x for t, x in zip(total, bound(s))]
         return overlap(total)
 
 
@@ -59,11 +59,15 @@ class Refusal:
 def respects_strips(op, tile) -> bool:
     """Tiles may not cut a packed or interleaved strip (the kernels handle a ragged final strip)."""
     full = op.iter_shape
-    for t, dims in zip(op.operands, op.operand_iter_dims):
-        for p, j in enumerate(dims):
-            if tile[j] < full[j] and tile[j] % t.layout.strip(p):
-                return False
-    return True
+    return not any(tile[j] < full[j] and tile[j] % strip for j, strip in _strips(op))
+
+
+@lru_cache(maxsize=1 << 12)
+def _strips(op) -> tuple[tuple[int, int], ...]:
+    """(iteration dim, strip) of every operand dim whose strip is not 1 (a tile of any size respects a
+    strip of 1); once per op: the search plans a dozen tiles of each op."""
+    pairs = ((j, t.layout.strip(p)) for t, dims in zip(op.operands, op.operand_iter_dims) for p, j in enumerate(dims))
+    return tuple((j, strip) for j, strip in pairs if strip != 1)
 
 
 def loop_regions(full, tile, dims):
@@ -83,6 +87,13 @@ def tile_op(op, shape, accum: bool = False):
     """The op on one tile of the iteration space (accumulating if ``accum``); serial, since loops never
     nest parallel loops."""
     body = op.with_operands(operand_tiles(op, shape), serial=True)
+    return replace(body, accum=True) if accum and not body.accum else body
+
+
+def canonical_body(op, shape, accum: bool = False):
+    """``canonical_op(tile_op(op, shape, accum))``, the body of a loop as the memo keys it, without forming
+    the uncanonical tile op first (the search forms a body for every region of every tile it plans)."""
+    body = op.with_operands(canonical_operands(op.kind, operand_tiles(op, shape)), serial=True)
     return replace(body, accum=True) if accum and not body.accum else body
 
 

@@ -147,9 +147,7 @@ def _offered(op, target) -> tuple:
 
 
 def _actions(op, target):
-    for k in target.kernels():
-        if k.kind == op.kind:
-            yield Select(k.name)
+    yield from _selects(op.kind, target)
     full = op.iter_shape
     if isinstance(op, Matmul):
         if not op.accum and not op.epilogue:
@@ -172,6 +170,13 @@ def _actions(op, target):
     else:
         for tile in _tiles_one_dim(full, (0, 1, 2)):
             yield Tile(tile)
+
+
+@lru_cache(maxsize=64)
+def _selects(kind: str, target) -> tuple:
+    """A Select of each of the target's kernels for ops of ``kind``, in catalog order (once per target:
+    the search meets thousands of ops, and filtering the whole catalog for each showed in profiles)."""
+    return tuple(Select(k.name) for k in target.kernels() if k.kind == kind)
 
 
 def _output_tiles(op, full, target):

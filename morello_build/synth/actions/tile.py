@@ -8,16 +8,16 @@ from typing import ClassVar
 
 from morello_build.ir.formats import is_format
 from morello_build.ir.impl import Loop, Region, max_peaks
-from morello_build.ir.spec import Spec, canonical_op
+from morello_build.ir.spec import Spec
 from morello_build.synth import cost as costmodel
 from morello_build.synth.actions.plan import (
     Plan,
     Refusal,
+    canonical_body,
     indexes_registers,
     loop_regions,
     respects_strips,
     rounds_partial_sums,
-    tile_op,
 )
 from morello_build.synth.overwrite import overwriting_loop
 
@@ -154,9 +154,9 @@ def _loop_shape(tile: Tile, op, target) -> _LoopShape | Refusal:
     if tile.parallel and sum(r[1] for r in regions) < 2:
         return ONE_TILE
     # Parallel loops only at the outermost loop level: one inside a serial loop would pay its
-    # setup every trip, so every loop makes its body serial (tile_op). A peeled loop's slices
+    # setup every trip, so every loop makes its body serial (tile_op, canonical_body). A peeled loop's slices
     # accumulate; the first one's program is derived from theirs (overwrite.py).
-    body_ops = tuple(canonical_op(tile_op(op, shape, accum=peel)) for _, _, shape in regions)
+    body_ops = tuple(canonical_body(op, shape, accum=peel) for _, _, shape in regions)
     counts = tuple(r[1] for r in regions)
     bodies = tuple(Spec(o) for o in body_ops)  # loop_features reads ops only, not limits
     own = costmodel.loop_features(
