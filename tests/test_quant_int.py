@@ -239,14 +239,17 @@ def _check_program(isa: str, tmp: Path, specs, headers=None) -> None:
 
 
 @pytest.mark.skipif(not HAVE_CXX, reason="no C++ compiler")
-def test_dot_int4_tiles_with_zero_points(tmp_path, monkeypatch):
+def test_dot_int4_tiles_with_zero_points(tmp_path, monkeypatch, request):
     """dot_int4's zero points on tiles of 2 to 4 rows: the search, without dot_int, picks them (avx2 only:
     highway's functions run the same AVX2 text, and SPECS' zero-point specs run there)."""
     isa = "avx2"
     import morello_build.target.kernels as catalog
+    from morello_build.synth.actions import policy
 
     without = tuple(k for k in catalog.CATALOG if k.name not in ("dot_int", "dot_int_scalar"))
     monkeypatch.setattr(catalog, "CATALOG", without)
+    policy._selects.cache_clear()  # each target's kernel actions are cached: this catalog's, for this test only
+    request.addfinalizer(policy._selects.cache_clear)
     target, headers = get_target(isa, threads=2), []
     for i, text in enumerate(FORCED):
         user = parse_spec(text)
