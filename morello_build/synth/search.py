@@ -15,6 +15,8 @@ from morello_build.ir.spec import Spec, canonicalize
 from morello_build.synth.actions import Plan, enumerate_actions
 from morello_build.synth.cost import ZERO, better_keyed, bound_parts, order_key
 
+YOUNG_GC_THRESHOLD = 100_000  # allocations between young-generation collections during a search (see best)
+
 
 class NoProgram(Exception):
     """No program implements the spec within its memory limits."""
@@ -34,17 +36,17 @@ class Search:
 
     def best(self, spec: Spec):
         """The best Impl for ``spec``, or None if nothing fits its limits."""
-        # The search allocates millions of small objects that its memo keeps (specs, Impl nodes), and no
-        # cycles (none found after a search): at CPython's default thresholds the collector scans them
-        # every few hundred allocations, and each survivor again in the older generations' collections,
-        # a fifth of the search's time. Off for the outermost call: one young collection follows it.
-        if not gc.isenabled():
+        # The search allocates millions of small objects that its memo keeps (specs, Impl nodes), and
+        # next to no cycles: at CPython's default young-generation threshold (700) the collector scans
+        # them every few hundred allocations, a fifth of the search's time. Raised for the outermost call.
+        threshold = gc.get_threshold()
+        if threshold[0] >= YOUNG_GC_THRESHOLD:
             return self._best(spec)
-        gc.disable()
+        gc.set_threshold(YOUNG_GC_THRESHOLD, *threshold[1:])
         try:
             return self._best(spec)
         finally:
-            gc.enable()
+            gc.set_threshold(*threshold)
 
     def _best(self, spec: Spec):
         spec = canonicalize(spec)
