@@ -83,18 +83,19 @@ def loop_regions(full, tile, dims):
         yield tuple(c[0] for c in combo), prod(c[1] for c in combo), tuple(shape)
 
 
-def tile_op(op, shape, accum: bool = False):
+def tile_op(op, shape, accum: bool = False, canonical: bool = False):
     """The op on one tile of the iteration space (accumulating if ``accum``); serial, since loops never
-    nest parallel loops."""
-    body = op.with_operands(operand_tiles(op, shape), serial=True)
+    nest parallel loops. ``canonical``: its operands as ``canonical_op`` makes them, without forming the
+    uncanonical tile op first."""
+    tiles = operand_tiles(op, shape)
+    body = op.with_operands(canonical_operands(op.kind, tiles) if canonical else tiles, serial=True)
     return replace(body, accum=True) if accum and not body.accum else body
 
 
 def canonical_body(op, shape, accum: bool = False):
-    """``canonical_op(tile_op(op, shape, accum))``, the body of a loop as the memo keys it, without forming
-    the uncanonical tile op first (the search forms a body for every region of every tile it plans)."""
-    body = op.with_operands(canonical_operands(op.kind, operand_tiles(op, shape)), serial=True)
-    return replace(body, accum=True) if accum and not body.accum else body
+    """``canonical_op(tile_op(op, shape, accum))``, the body of a loop as the memo keys it (the search forms a
+    body for every region of every tile it plans)."""
+    return tile_op(op, shape, accum, canonical=True)
 
 
 def rounds_partial_sums(op) -> bool:
