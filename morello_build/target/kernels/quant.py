@@ -123,8 +123,7 @@ def _prefetches(op, target) -> tuple[int, bool, tuple[int, ...]]:
     fmt, (_, _, k, n), ahead = op.b.dtype, op.iter_shape, target.costs.prefetch_bytes
     G = fmt.group if fmt.group > 1 else k
     W = target.lanes * (2 if fmt.name in _DOUBLE_CHUNKS else 1)
-    full, tail = divmod(G, W)
-    rolled = not fmt.block and full + bool(tail) > _MAX_UNROLLED_CHUNKS  # as chunk_loop decides
+    full, rolled = G // W, _rolled(fmt, G, W)
     if op.b.level != Level.GL or not ahead or not (rolled or fmt.group > 1):
         return 0, False, ()
     u = _chains(n, ceil(G / target.lanes))
@@ -233,7 +232,7 @@ def chunk_loop(lw, fmt, G: int, u: int, chunk, W: int | None = None, head=None) 
     per trip, the rest unrolled; head(trip's first value), if given, at the start of every trip."""
     W = W or lw.W
     full, tail = divmod(G, W)
-    if full + bool(tail) <= _MAX_UNROLLED_CHUNKS or fmt.block:
+    if not _rolled(fmt, G, W):
         for c, e0 in enumerate(range(0, G, W)):
             chunk(e0, c % u, min(W, G - e0))
         return
@@ -249,6 +248,11 @@ def chunk_loop(lw, fmt, G: int, u: int, chunk, W: int | None = None, head=None) 
         chunk(c * W, c % u, W)
     if tail:
         chunk(full * W, full % u, tail)
+
+
+def _rolled(fmt, G: int, W: int) -> bool:
+    """Whether chunk_loop rolls a group of G values, W at a time, into a loop (else it unrolls the chunks)."""
+    return not fmt.block and -(-G // W) > _MAX_UNROLLED_CHUNKS
 
 
 def _elems(fmt, values: str) -> str:
