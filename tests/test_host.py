@@ -40,6 +40,7 @@ def test_reads_caches_and_cpu_from_fake_trees(tmp_path):
     assert h.l1d == host.Cache(1, 32 << 10, 8) and h.l2 == host.Cache(2, 1 << 20, 8)
     assert h.l3 == host.Cache(3, 32 << 20, 16) and h.caches_source == "sysfs"
     assert microarch.match(h.vendor, h.family, h.model).name == "zen4"
+    assert h.flags == frozenset({"fpu", "avx2", "fma"})
 
 
 def test_unreadable_trees_fall_back(tmp_path):
@@ -68,6 +69,21 @@ def test_unreadable_trees_fall_back(tmp_path):
 )
 def test_microarch_mapping(vendor, family, model, name):
     assert microarch.match(vendor, family, model).name == name
+
+
+@pytest.mark.parametrize(
+    "vendor, family, model, flags, name",
+    [
+        # a cloud VM's "Intel(R) Xeon(R) Processor" with AMX and AVX512-FP16 that reports model 167
+        ("GenuineIntel", 6, 167, {"avx512f", "amx_tile", "avx512_fp16"}, "golden-cove"),
+        ("GenuineIntel", 6, 167, {"avx512f", "avx512_vnni"}, "generic-avx2"),  # Rocket Lake: no profile
+        ("AuthenticAMD", 6, 167, {"amx_tile"}, "generic-avx2"),  # the flags name a class of another vendor
+        ("GenuineIntel", 6, 0x55, set(), "generic-avx2"),
+        ("GenuineIntel", 6, 0x8F, set(), "golden-cove"),  # the model wins where a profile lists it
+    ],
+)
+def test_masked_models_are_matched_by_flags(vendor, family, model, flags, name):
+    assert microarch.match(vendor, family, model, frozenset(flags)).name == name
 
 
 def test_sizes():

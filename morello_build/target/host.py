@@ -1,5 +1,5 @@
 """Facts about the generating host, read (not assumed): cache sizes and ways from sysfs, the CPUs this
-process may use, and the CPU's vendor / family / model / model name from /proc/cpuinfo.
+process may use, and the CPU's vendor / family / model / model name / flags from /proc/cpuinfo.
 
 Each reader takes its root path, so tests read a fake tree. What cannot be read is None and the caller
 falls back to the target's defaults (``HostFacts.caches_source`` says which it was).
@@ -33,6 +33,7 @@ class HostFacts:
     l1d: Cache | None  # None: not readable (use the target's defaults)
     l2: Cache | None
     l3: Cache | None
+    flags: frozenset[str] = frozenset()  # cpuinfo's "flags" (microarch.match's fallback where the model is masked)
 
     @property
     def caches_source(self) -> str:
@@ -116,6 +117,7 @@ def read_host(sysfs: Path = SYSFS_CACHE, cpuinfo: Path = CPUINFO, cpus: int | No
         l1d=caches.get("l1d"),
         l2=caches.get("l2"),
         l3=caches.get("l3"),
+        flags=frozenset(info.get("flags", "").split()),
     )
 
 

@@ -39,6 +39,9 @@ class Microarch:
     l2_fill_bytes: int  # bytes per cycle L2 delivers to L1
     l1d: tuple[int, int]  # (bytes, ways): the class's usual L1D (the host's sysfs figures win when read)
     l2_bytes: int
+    # CPU flags (any one) that only this class has within its vendor and families: they match a CPU whose
+    # model number a hypervisor masks (a cloud "Intel Xeon Processor" with AMX that reports model 167).
+    flags_any: frozenset[str] = frozenset()
     builtin: bool = False  # its cost table is the hand-tuned built-in one (programs unchanged)
     # Measured (calibrate's two_streams_line and the gated pair's programs; no public source gives it):
     # cycles a DRAM line of two interleaved streams of separate operands costs beyond one stream's.
@@ -47,6 +50,9 @@ class Microarch:
 
     def covers(self, vendor: str, family: int, model: int) -> bool:
         return vendor == self.vendor and any(f == family and lo <= model <= hi for f, lo, hi in self.models)
+
+    def covers_by_flags(self, vendor: str, family: int, flags: frozenset[str]) -> bool:
+        return vendor == self.vendor and any(f == family for f, _, _ in self.models) and bool(self.flags_any & flags)
 
     def cost_table(self, vector_bytes: int) -> CostTable:
         """The built-in table with the figures this profile knows put in for ``vector_bytes`` vectors.
@@ -143,6 +149,9 @@ MICROARCHS: tuple[Microarch, ...] = (
         l2_fill_bytes=64,  # [INTEL]
         l1d=(48 * KIB, 12),  # [INTEL]
         l2_bytes=2 * MIB,  # server L2 [INTEL]
+        # AMX and AVX512-FP16 came with Sapphire Rapids; no earlier Intel core (nor Alder Lake's, whose
+        # AVX-512 is fused off) reports them [INTEL]
+        flags_any=frozenset({"amx_tile", "avx512_fp16"}),
     ),
     Microarch(
         "generic-avx2",
@@ -165,6 +174,10 @@ BY_NAME = {m.name: m for m in MICROARCHS}
 GENERIC = BY_NAME["generic-avx2"]
 
 
-def match(vendor: str, family: int, model: int) -> Microarch:
-    """The profile covering a CPU (cpuinfo's vendor_id, displayed family and model), else the generic one."""
-    return next((m for m in MICROARCHS if m.covers(vendor, family, model)), GENERIC)
+def match(vendor: str, family: int, model: int, flags: frozenset[str] = frozenset()) -> Microarch:
+    """The profile covering a CPU (cpuinfo's vendor_id, displayed family and model), else the one its flags
+    identify (a model number no profile lists, as hypervisors report), else the generic one."""
+    return next(
+        (m for m in MICROARCHS if m.covers(vendor, family, model)),
+        next((m for m in MICROARCHS if m.covers_by_flags(vendor, family, flags)), GENERIC),
+    )

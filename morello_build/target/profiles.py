@@ -69,7 +69,7 @@ def host_profile() -> CostProfile:
     from morello_build.target.host import host_facts
 
     h = host_facts()
-    p = from_microarch(microarch.match(h.vendor, h.family, h.model), (h.l1d, h.l2))
+    p = from_microarch(microarch.match(h.vendor, h.family, h.model, h.flags), (h.l1d, h.l2))
     caches = "" if h.l1d and h.l2 else f", {p.name}'s caches: sysfs unreadable"
     return CostProfile(f"host ({p.name}{caches})", p.tables, p.l1d, p.l2_bytes)
 

@@ -147,7 +147,7 @@ def calibrate(args) -> int:
         samples = run_benchmarks(reps, args.quick, host.cpus, l2, l3, avx512)
     max_spread = args.max_spread if args.max_spread is not None else float("inf") if args.quick else 0.25
     measurements = summarize(samples, host.cpus, max_spread)
-    m = microarch.match(host.vendor, host.family, host.model)
+    m = microarch.match(host.vendor, host.family, host.model, host.flags)
     data = profile_data(measurements, host, "builtin" if m.builtin else m.name, time.monotonic() - t0)
     profiles.parse(data, "calibrate")  # what --profile will read back
     Path(args.output).write_text(json.dumps(data, indent=2) + "\n")
