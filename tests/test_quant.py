@@ -320,6 +320,28 @@ def test_kernels_match_numpy(isa, tmp_path):
         assert np.all(np.abs(kern - want) <= tol), ((SPECS + GATED)[i], isa, kern, want)
 
 
+# Inserting values into vector lanes one at a time: what a compiler emits where it fails to vectorize a
+# conversion (GCC 12 turned AVX-512 byte-to-int32 widening inside a kernel into 16 byte loads and inserts:
+# correct, 8x slower).
+LANE_INSERTS = ("vpinsrb", "vpinsrw", "vpinsrd", "vpinsrq")
+
+
+@pytest.mark.skipif(not shutil.which("objdump") or not HAVE_CXX, reason="needs a C++ compiler and objdump")
+@pytest.mark.parametrize("isa", ["avx2", "avx512"])
+def test_weight_formats_widen_in_vector_registers(isa, tmp_path):
+    """The kernels of every format (SPECS), compiled as users do (-O2), never fill vector lanes one by one."""
+    lines = []
+    for i, header in enumerate(_headers(isa)):
+        (tmp_path / f"k{i}.hpp").write_text(header)
+        lines += [f'#include "k{i}.hpp"', f"void (*entry{i})(void* const*) = &q{i}::k{i}_call;"]
+    src = tmp_path / "entries.cpp"
+    src.write_text("\n".join(lines) + "\n")
+    obj = _compile(src, extra=("-c",), opt="-O2")
+    asm = subprocess.run(["objdump", "-d", "--no-show-raw-insn", str(obj)], capture_output=True, text=True, check=True)
+    found = [w for w in asm.stdout.split() if w in LANE_INSERTS]
+    assert not found, f"{isa}: {len(found)} lane inserts ({', '.join(sorted(set(found)))})"
+
+
 # -- dot_quant_rows forced by the scheduling API ---------------------------------------------------------
 @pytest.mark.parametrize("isa", ["avx2", "avx512"])
 def test_forced_rows_program_runs_the_rows_kernel(isa):
