@@ -106,6 +106,15 @@ def test_noisy_measurements_refuse_the_fit():
         calibrate.summarize(samples, threads=2, max_spread=0.25)
 
 
+def test_a_clock_the_core_folds_refuses_the_fit():
+    """Golden Cove folds chains of immediate adds at rename: a clock 3.4x too fast made every cycle figure 3.4x
+    too large. The FMA latency in clock cycles gives it away."""
+    samples = samples_from(synthetic_cycles(TRUE))
+    samples["clock"] = [0.25 / 3.4] * 5
+    with pytest.raises(cli.UserError, match=r"clock benchmark is off \(a dependent FMA takes 13.60 of its cycles"):
+        calibrate.summarize(samples, threads=2, max_spread=0.25)
+
+
 BAD = [
     ([], "a profile is a JSON object"),
     ({"morello_profile": 1, "colour": 1}, "unknown field 'colour'"),
@@ -200,6 +209,8 @@ def test_calibrate_quick_runs_the_benchmarks(tmp_path, capsys):
     data = json.loads(out.read_text())
     assert {"clock", "fma_tp_256", "fma_lat_256", "dram_line", "short_run", "prefetch_0"} <= set(data["measurements"])
     assert data["costs"]["prefetch_bytes"] in fit.PREFETCH_ROWS.values()
+    lo, hi = calibrate.FMA_LATENCY_CYCLES
+    assert lo <= data["measurements"]["fma_lat_256"]["cycles"] <= hi  # the clock is a cycle
     assert profiles.load_file(out).name.startswith("calibrated: ")
     assert "spread" in capsys.readouterr().err
 

@@ -82,6 +82,7 @@ def summarize(samples: dict[str, list[float]], threads: int, max_spread: float) 
         med = median(values)
         out[name] = dict(unit=unit, median_ns=round(med, 4), spread=round(spread(values), 4), reps=len(values))
         out[name]["cycles"] = round(med / clock, 4)
+    check_clock(out)
     noisy = sorted((m["spread"], n) for n, m in out.items() if m["spread"] > max_spread)
     if noisy:
         s, n = noisy[-1]
@@ -90,6 +91,21 @@ def summarize(samples: dict[str, list[float]], threads: int, max_spread: float) 
             f"{len(noisy)} over); rerun on a quieter host or raise --max-spread"
         )
     return out
+
+
+FMA_LATENCY_CYCLES = (3.0, 7.0)  # every x86 core with FMA: 4 (Skylake on, Zen 3 on) to 5 (Haswell, Zen 2)
+
+
+def check_clock(out: dict[str, dict]) -> None:
+    """A UserError where the clock benchmark cannot be a cycle: the FMA chain's latency, in its cycles,
+    lies outside what every x86 core takes (a core that folds the clock's adds makes every figure wrong)."""
+    lat = out.get("fma_lat_256", {}).get("cycles")
+    lo, hi = FMA_LATENCY_CYCLES
+    if lat is not None and not lo <= lat <= hi:
+        raise UserError(
+            f"calibrate: the clock benchmark is off (a dependent FMA takes {lat:.2f} of its cycles, "
+            f"x86 cores take {lo:g}-{hi:g}); the measured cycles cannot be trusted"
+        )
 
 
 def profile_data(measurements: dict[str, dict], host, base: str, seconds: float) -> dict:
