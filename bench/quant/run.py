@@ -49,11 +49,18 @@ OUR_QUANT_SPECS = [
 OUR_F16_SPEC = "matmul {m}x{k}x{n} a=f32 b=f16:col c=f32"
 
 
+def rotation_bytes(target_mib: int) -> int:
+    """Bytes of weight copies rotated between calls so that every call reads its weights from DRAM (as
+    bench.cpp does): at least target_mib and twice the L3. The L3 from sysfs: Python's sysconf has no
+    SC_LEVEL3_CACHE_SIZE, and with target_mib alone a 480 MiB L3 held every copy."""
+    from morello_build.target.host import host_facts
+
+    l3 = host_facts().l3.bytes if host_facts().l3 else 0
+    return max(target_mib << 20, 2 * l3)
+
+
 def rotation_copies(nbytes: int, target_mib: int) -> int:
-    """Copies rotated between calls so that every call reads its weights from DRAM (as bench.cpp does)."""
-    l3 = os.sysconf("SC_LEVEL3_CACHE_SIZE") if "SC_LEVEL3_CACHE_SIZE" in os.sysconf_names else 0
-    target = max(target_mib << 20, 2 * max(l3, 0))
-    return max(2, -(-target // nbytes))
+    return max(2, -(-rotation_bytes(target_mib) // nbytes))
 
 
 def bf16_copy(n: int, k: int, seed: int) -> np.ndarray:
@@ -196,7 +203,7 @@ class Workload:
         for fmt, copies in self.ort.items():
             for acc in (0, 4):
                 try:
-                    rot = self.args.rotate_mib << 20
+                    rot = rotation_bytes(self.args.rotate_mib)
                     imps = peers.ort_impls(fmt, MS, self.xs, copies, self.k, self.n, acc, threads, rot)
                 except Exception as e:
                     self.errors.append(f"ORT {fmt} accuracy_level={acc}: {str(e).splitlines()[0][:200]}")
@@ -343,7 +350,7 @@ def main() -> int:
         "load_average": os.getloadavg(),
         "rounds": args.rounds,
         "calls": args.calls,
-        "rotate_mib": args.rotate_mib,
+        "rotate_mib": rotation_bytes(args.rotate_mib) >> 20,
         "notes": notes,
     }
     (args.out / "quant.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
