@@ -66,7 +66,7 @@ from morello_build.target.costs import CostTable
 # so the busiest bounds them; the L1 ports' classes (load, store) do not overlap the transfers, which
 # move lines through the same L1 ports (ECM's T_nOL + T_data). ``dispatch`` is the front end: every
 # instruction-like feature also takes _UOPS slots of the table's ``dispatch`` per cycle.
-OVERLAPPING = ("fma", "alu", "chain", "branch", "copy", "scalar", "dispatch")
+OVERLAPPING = ("fma", "alu", "shuffle", "imul", "chain", "branch", "copy", "scalar", "dispatch")
 PORTS = OVERLAPPING + ("load", "store")
 # "phased": bookkeeping, no cost: the transfer cycles of phases below (combine), which refunds reach first.
 CLASSES = PORTS + ("transfer", "serial", "phased")
@@ -75,6 +75,8 @@ _CLASS_OF = {
     "vec_load": "load",  # loads and broadcasts from memory share the load ports
     "vec_store": "store",
     "vec_op": "alu",
+    "vec_shuffle": "shuffle",  # the shuffle pipes (Intel: port 5), apart from the ALU's: kernels bound by them
+    "vec_imul": "imul",  # the integer multipliers (Intel: ports 0 and 1; Zen: FP0 and FP3)
     "vec_zero": "alu",
     "fma_latency": "chain",  # the accumulators' dependency chain (fma_steps)
     "loop_iter": "branch",  # at most one taken branch per cycle
@@ -93,6 +95,7 @@ _CLASS_OF = {
     "shared_line": "serial",
 }
 _UOPS = {"vec_fma": 1, "vec_load": 1, "vec_store": 1, "vec_op": 1, "vec_zero": 1, "loop_iter": 2, "scalar_op": 1}
+_UOPS |= {"vec_shuffle": 1, "vec_imul": 1}
 _INDEX = {name: CLASSES.index(_CLASS_OF[name]) for name in FEATURES}
 N_OL, LOAD, STORE = len(OVERLAPPING), CLASSES.index("load"), CLASSES.index("store")
 DISPATCH, TRANSFER, SERIAL, PHASED = (CLASSES.index(c) for c in ("dispatch", "transfer", "serial", "phased"))
