@@ -35,11 +35,10 @@ parts too (``bound_parts``, Plan.lower_bound), so pruning stays sound.
 from __future__ import annotations
 
 from dataclasses import replace
-from functools import lru_cache
 from math import ceil, prod
 
 from morello_build.ir.impl import Loop, MoveImpl
-from morello_build.ir.spec import Level, TensorSpec, operand_tiles
+from morello_build.ir.spec import Level, TensorSpec
 from morello_build.synth.caches import (  # noqa: F401 (re-exported: the model's users import them from here)
     copy_live_runs,
     copy_thrashes,
@@ -50,6 +49,14 @@ from morello_build.synth.caches import (  # noqa: F401 (re-exported: the model's
     view_footprint,
 )
 from morello_build.synth.features import FEATURES, NONE, Features  # noqa: F401 (re-exported)
+from morello_build.synth.loops import (  # noqa: F401 (re-exported: the loop features, priced here)
+    busiest_share,
+    l2_reuse_lines,
+    loop_features,
+    lost_streams,
+    shared_lines,
+    short_runs,
+)
 from morello_build.target.costs import CostTable
 
 # -- the rule --------------------------------------------------------------------------------------
@@ -59,7 +66,7 @@ from morello_build.target.costs import CostTable
 # so the busiest bounds them; the L1 ports' classes (load, store) do not overlap the transfers, which
 # move lines through the same L1 ports (ECM's T_nOL + T_data). ``dispatch`` is the front end: every
 # instruction-like feature also takes _UOPS slots of the table's ``dispatch`` per cycle.
-OVERLAPPING = ("fma", "alu", "chain", "branch", "copy", "scalar", "dispatch")
+OVERLAPPING = ("fma", "alu", "shuffle", "imul", "chain", "branch", "copy", "scalar", "dispatch")
 PORTS = OVERLAPPING + ("load", "store")
 # "phased": bookkeeping, no cost: the transfer cycles of phases below (combine), which refunds reach first.
 CLASSES = PORTS + ("transfer", "serial", "phased")
@@ -68,6 +75,8 @@ _CLASS_OF = {
     "vec_load": "load",  # loads and broadcasts from memory share the load ports
     "vec_store": "store",
     "vec_op": "alu",
+    "vec_shuffle": "shuffle",  # the shuffle pipes (Intel: port 5), apart from the ALU's: kernels bound by them
+    "vec_imul": "imul",  # the integer multipliers (Intel: ports 0 and 1; Zen: FP0 and FP3)
     "vec_zero": "alu",
     "fma_latency": "chain",  # the accumulators' dependency chain (fma_steps)
     "loop_iter": "branch",  # at most one taken branch per cycle
@@ -86,6 +95,7 @@ _CLASS_OF = {
     "shared_line": "serial",
 }
 _UOPS = {"vec_fma": 1, "vec_load": 1, "vec_store": 1, "vec_op": 1, "vec_zero": 1, "loop_iter": 2, "scalar_op": 1}
+_UOPS |= {"vec_shuffle": 1, "vec_imul": 1}
 _INDEX = {name: CLASSES.index(_CLASS_OF[name]) for name in FEATURES}
 N_OL, LOAD, STORE = len(OVERLAPPING), CLASSES.index("load"), CLASSES.index("store")
 DISPATCH, TRANSFER, SERIAL, PHASED = (CLASSES.index(c) for c in ("dispatch", "transfer", "serial", "phased"))
@@ -171,11 +181,6 @@ def work(impl) -> float:
     return sum(p) - p[DISPATCH] - p[PHASED]
 
 
-def busiest_share(tiles: int, threads: int) -> float:
-    """The share of a parallel loop's tiles that the busiest thread runs: ceil(tiles / threads) of them."""
-    return ceil(tiles / min(threads, tiles)) / tiles
-
-
 def loop_weights(counts: tuple[int, ...], parallel: bool, threads: int, shapes=None) -> tuple[float, ...]:
     """How often each region's body runs on one thread: all its tiles (serial), or the busiest thread's
     part of them (parallel). The busiest thread runs ceil(tiles / threads) tasks, and it may draw the
@@ -225,102 +230,6 @@ def fma_steps(fmas: int, costs: CostTable) -> Features:
     counts ``vec_fma fmas`` (the FMA ports) and ``fma_latency 1`` (the chain), and the port rule takes
     the busier (with few accumulators, latency binds, not throughput)."""
     return Features.of(vec_fma=fmas, fma_latency=1)
-
-
-# -- loops -----------------------------------------------------------------------------------------
-def loop_features(op, bodies, counts, dims, tile, parallel: bool, unrolled: bool, target) -> Features:
-    """A loop's own work: one ``loop_iter`` per trip unless codegen unrolls it, the short runs it
-    starts or whose streams the prefetchers lose (``gl_short_run``); serial loops save ``l2_reuse_line``
-    (lines later trips read from L2); parallel loops pay their share of the output lines their tasks
-    share (``shared_line``) and their per-trip work at the busiest thread's share, plus one
-    ``parallel_setup``. ``bodies`` are the regions' specs, ``counts`` their tile counts. (Short runs are
-    counted for all trips, also in a parallel loop: the model has always done so.)"""
-    trips = sum(counts)
-    loop_iter = 0 if unrolled else trips
-    runs = short_runs(op, tile, dims, trips, target) + lost_streams(op, tile, dims, trips, target)
-    if parallel:
-        shared = sum(n * shared_lines(s) for n, s in zip(counts, bodies))
-        per_trip = Features.of(loop_iter=loop_iter, shared_line=shared) * busiest_share(trips, target.threads)
-        return per_trip + Features.of(parallel_setup=1, gl_short_run=runs)
-    reuse = l2_reuse_lines(bodies[0], dims, trips, target)
-    return Features.ordered(("gl_short_run", runs), ("loop_iter", loop_iter), ("l2_reuse_line", reuse))
-
-
-def shared_lines(spec) -> int:
-    """``shared_line`` of a parallel task's output tile in main memory: each strided run (a row part of
-    a wider row) has edges on lines that other tasks write, so tasks should own whole rows where they can."""
-    op = spec.op
-    return sum(op.operands[i].runs() for i in op.outputs if op.operands[i].level == Level.GL)
-
-
-def l2_reuse_lines(body, dims, trips: int, target) -> int:
-    """``l2_reuse_line``: a serial loop whose body's main-memory operands fit in L2 together: those the
-    loop does not index (A over a loop on n, C over a split of k) are read from L2 on every trip after
-    the first. Bodies count their operands' lines as main-memory lines; this counts the lines that the
-    later trips read from L2 instead. Without it the model cannot prefer blockings that keep a block
-    of A in L2 (it has no L2 level). Operands whose runs evict each other from L2 (``l2_evicts``) save
-    nothing."""
-    op = body.op
-    gl = [(i, t) for i, t in enumerate(op.operands) if t.level == Level.GL]
-    if trips < 2 or sum(t.bytes for _, t in gl) > target.l2_bytes:
-        return 0
-    invariant = sum(
-        t.lines() for i, t in gl if not any(d in dims for d in op.operand_iter_dims[i]) and not l2_evicts(t, target)
-    )
-    return (trips - 1) * invariant
-
-
-def short_runs(op, tile: tuple[int, ...], dims: tuple[int, ...], trips: int, target) -> int:
-    """``gl_short_run``: runs of main-memory inputs read once (a GEMV's weights) that a loop over ``dims``
-    starts afresh: the loop steps the input along a dim other than its fastest one, so every trip reads
-    new runs, and those shorter than a page each count (stepping the fastest dim continues the previous
-    trip's runs). Inputs the op reuses (GEMM operands) come from the caches after their first reads;
-    loops of ops without a reduction (moves, zeroing) count none, since the loops that place their tiles
-    were charged."""
-    runs = 0
-    for i, t, idims in _read_once(op):
-        if t.runs() == 1:
-            continue
-        stepped = {p for p, j in enumerate(idims) if j in dims}
-        if not stepped or stepped == {t.layout.digits[-1].dim}:
-            continue
-        body = operand_tiles(op, tile)[i]  # only here: most loops count nothing, and plan() is hot
-        if body.bytes < body.runs() * target.costs.page_bytes:
-            runs += trips * body.runs()
-    return runs
-
-
-def lost_streams(op, tile: tuple[int, ...], dims: tuple[int, ...], trips: int, target) -> int:
-    """``gl_short_run``: a loop that steps a main-memory input read once (a GEMV's weights) along its fastest
-    dim continues the body's runs on every trip, so each run of the body's tile is a stream the prefetchers
-    follow side by side. Past ``prefetch_streams`` of them, each shorter than a page, they lose track: every
-    trip's piece of every run is a short run whose lines wait for DRAM (1x2048x4096 bf16 K x N on Zen 3, one
-    thread: k tiles of 8 rows read 13.8 GB/s, of 16 rows 7.6, of 32 to 64 rows 2.8, while the model costed
-    them within 3% of each other). Short runs are counted for a parallel loop's trips too, as short_runs'."""
-    runs = 0
-    for i, t, idims in _read_once(op):
-        stepped = {p for p, j in enumerate(idims) if j in dims}
-        if stepped != {t.layout.digits[-1].dim}:
-            continue
-        body = operand_tiles(op, tile)[i]
-        n = body.runs()
-        if n > target.costs.prefetch_streams and body.bytes < n * target.costs.page_bytes:
-            runs += trips * n
-    return runs
-
-
-@lru_cache(maxsize=1 << 12)
-def _read_once(op) -> tuple:
-    """(index, tile, iteration dims) of the main-memory inputs of an op with a reduction that no other dim
-    reuses (short_runs, lost_streams); once per op, whose loops the search plans a dozen of."""
-    if not op.reduction_dims:
-        return ()
-    shape, operands = op.iter_shape, enumerate(zip(op.operands, op.operand_iter_dims))
-    return tuple(
-        (i, t, idims)
-        for i, (t, idims) in operands
-        if i not in op.outputs and t.level == Level.GL and not any(e > 1 for j, e in enumerate(shape) if j not in idims)
-    )
 
 
 # -- memory: cache views, stride classes -----------------------------------------------------------

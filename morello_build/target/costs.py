@@ -38,7 +38,14 @@ class CostTable:
     vec_load: float = 0.5  # one vector load (or broadcast) from L1
     vec_store: float = 1.0  # one vector store (a memory tile's zeroing: one per line)
     vec_fma: float = 0.5  # one vector FMA (two FMA pipes)
-    vec_op: float = 0.35  # one vector shift / and / convert / broadcast from a register
+    vec_op: float = 0.35  # one vector logic op, add, shift, abs / sign or convert (the ALU pipes: 3 or 4 of them)
+    # One vector shuffle, permute, unpack, 128-bit insert / extract or broadcast from a register (256 bits or less:
+    # the kernels that count it issue ymm instructions): the shuffle pipes, fewer than the ALU's (Intel: port 5
+    # alone for lane-crossing ones and broadcasts; Zen 3/4: FP1 and FP2, which also shift; microarch.py).
+    vec_shuffle: float = 0.5
+    # One vector integer multiply (256 bits or less): maddubs, madd, mullo, VNNI's vpdpbusd (Intel: ports 0 and 1;
+    # Zen 3/4: FP0 and FP3; microarch.py).
+    vec_imul: float = 0.5
     vec_zero: float = 0.25  # zeroing one register
     scalar_op: float = 1.0  # one scalar load, store or multiply-add
     hsum: float = 6.0  # horizontal sum of one vector

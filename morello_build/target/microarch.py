@@ -12,6 +12,12 @@ Sources (cited per figure below by their tag):
 - [INTEL] Intel 64 and IA-32 Architectures Optimization Reference Manual, vol. 1, Golden Cove chapter;
   Chips and Cheese, "Popping the Hood on Golden Cove" (2021) and "Sapphire Rapids: Golden Cove Hits Servers"
   (2023): 3x256-bit or 2x512-bit loads per cycle, 2x512-bit FMA on server parts, 48 KiB 12-way L1D, 2 MiB L2.
+- [UOPS] uops.info instruction tables (Abel, Reineke: measured port usage per micro-architecture), and LLVM's
+  scheduling models built from the vendors' guides (X86ScheduleZnver3.td: "Integer Multiplies ... FP0, FP3",
+  "Data Shuffles, Packs, Unpacks, Permute ... FP1, FP2", "Bit Shift ... FP1, FP2"; Intel: vpshufb, vpunpck*
+  ymm on ports 1 and 5 since Ice Lake, lane-crossing vpermq / vperm2i128 / vinserti128 and broadcasts from a
+  register on port 5 alone, every zmm shuffle on port 5; vpmaddubsw / vpmaddwd / vpmullw / vpdpbusd ymm on
+  ports 0 and 1, zmm on port 0).
 - [AGNER] A. Fog, "The microarchitecture of Intel, AMD and VIA CPUs" and "Instruction tables" (Skylake:
   2 FMA pipes of 256 bits, latency 4, 2 loads + 1 store per cycle, 4-wide, L2->L1 64 B/cycle).
 """
@@ -39,6 +45,10 @@ class Microarch:
     l2_fill_bytes: int  # bytes per cycle L2 delivers to L1
     l1d: tuple[int, int]  # (bytes, ways): the class's usual L1D (the host's sysfs figures win when read)
     l2_bytes: int
+    # 256-bit vector shuffles (permutes, unpacks, inserts, broadcasts from a register) and integer multiplies
+    # (maddubs, madd, mullo, vpdpbusd) per cycle: the kernels counting vec_shuffle and vec_imul issue ymm ones
+    shuffles: float = 1.0
+    imuls: float = 2.0
     # CPU flags (any one) that only this class has within its vendor and families: they match a CPU whose
     # model number a hypervisor masks (a cloud "Intel Xeon Processor" with AMX that reports model 167).
     flags_any: frozenset[str] = frozenset()
@@ -70,6 +80,8 @@ class Microarch:
             fma_latency=float(self.fma_latency),
             vec_load=round(1 / loads, 4) if loads else base.vec_load * 2,
             vec_store=round(1 / stores, 4) if stores else base.vec_store * 2,
+            vec_shuffle=round(1 / self.shuffles, 4),
+            vec_imul=round(1 / self.imuls, 4),
             l2_line=round(64 / self.l2_fill_bytes, 4),
             gl_two_streams=base.gl_two_streams if self.gl_two_streams is None else self.gl_two_streams,
             dispatch=self.dispatch,
@@ -93,6 +105,8 @@ MICROARCHS: tuple[Microarch, ...] = (
         l2_fill_bytes=32,  # L2 -> L1 32 B/cycle [AMD19]
         l1d=(32 * KIB, 8),  # [AMD19]
         l2_bytes=512 * KIB,  # [AMD19]
+        shuffles=2,  # FP1, FP2 (their shifts too) [AMD19] 2.11.1, [UOPS]
+        imuls=2,  # FP0, FP3 [AMD19] 2.11.1, [UOPS]
         # EPYC 7xx3 VM (bench/HISTORY.md, 2026-11-24 night): calibrate's two_streams_line 16.5 cycles,
         # one stream 15.3 (spread 23%: no surcharge); the gated pair 1x2560x10240 bf16 reading one row of
         # each matrix side by side ran at 0.98-1.01 of a read sweep, one row at a time 0.73-0.82.
@@ -113,6 +127,8 @@ MICROARCHS: tuple[Microarch, ...] = (
         l2_fill_bytes=32,  # [AMD19-4]
         l1d=(32 * KIB, 8),  # [AMD19-4]
         l2_bytes=1 * MIB,  # [AMD19-4]
+        shuffles=2,  # as Zen 3's (FP1, FP2) [AMD19-4] (the built-in table's 0.5)
+        imuls=2,  # as Zen 3's (FP0, FP3) [AMD19-4]
         builtin=True,  # the hand-tuned table was fitted on Zen 4/5 results ("zen5-class")
     ),
     Microarch(
@@ -130,6 +146,8 @@ MICROARCHS: tuple[Microarch, ...] = (
         l2_fill_bytes=64,  # [AMD1A]
         l1d=(48 * KIB, 12),  # [AMD1A]
         l2_bytes=1 * MIB,  # [AMD1A]
+        shuffles=2,  # [AMD1A] (the built-in table's 0.5)
+        imuls=2,  # [AMD1A]
         builtin=True,
     ),
     Microarch(
@@ -149,6 +167,8 @@ MICROARCHS: tuple[Microarch, ...] = (
         l2_fill_bytes=64,  # [INTEL]
         l1d=(48 * KIB, 12),  # [INTEL]
         l2_bytes=2 * MIB,  # server L2 [INTEL]
+        shuffles=1,  # port 5 for lane-crossing ones, inserts and broadcasts; in-lane ymm ones also port 1 [UOPS]
+        imuls=2,  # ports 0 and 1 [UOPS]
         # AMX and AVX512-FP16 came with Sapphire Rapids; no earlier Intel core (nor Alder Lake's, whose
         # AVX-512 is fused off) reports them [INTEL]
         flags_any=frozenset({"amx_tile", "avx512_fp16"}),
@@ -168,6 +188,8 @@ MICROARCHS: tuple[Microarch, ...] = (
         l2_fill_bytes=64,  # [AGNER]
         l1d=(32 * KIB, 8),  # [AGNER]
         l2_bytes=256 * KIB,  # client Skylake [AGNER]
+        shuffles=1,  # port 5 [AGNER], [UOPS]
+        imuls=2,  # ports 0 and 1 [AGNER], [UOPS]
     ),
 )
 BY_NAME = {m.name: m for m in MICROARCHS}

@@ -29,9 +29,10 @@ from morello_build.target.kernels.common import F32, KernelDef, check_dot_operan
 
 MAX_COLS = 4  # rows x columns of C per kernel (decode: one row, a few columns; small batches: rows share B)
 LINE = 64
-# Vector instructions turning one block of a format's weights into 32 int8 lanes of qb - z.
-_WIDEN_OPS = {"q8_0": 0, "i8": 0, "q4_0": 5, "i4": 7}
-_DOT_OPS = 6  # abs, sign, maddubs, madd, convert, broadcast of sa * sb (the FMA counted apart)
+# Vector instructions turning one block of a format's weights into 32 int8 lanes of qb - z, as (ALU ops,
+# shuffles): 4-bit ones mask and shift the nibbles (and, shift, and) and subtract z, and put the halves together
+# (q4_0: one insert; i4: two unpacks and an insert; i4 with zero points: z broadcast too).
+_WIDEN_OPS = {"q8_0": (0, 0), "i8": (0, 0), "q4_0": (4, 1), "i4": (4, 3)}
 
 
 def dot_applies(op, target, max_cols: int = MAX_COLS) -> bool:
@@ -86,18 +87,23 @@ def emit_prefetch(lw, fmt, cols, k: int, n: int, blk: str) -> None:
 
 
 def _dot_cost(op, target, vnni: bool = False) -> Features:
-    """Per block: each column's weights widened once (and |qb|), then per row and column the products,
-    their sum to int32 lanes, the conversion and the FMA by sa * sb. 8-bit weights: per pair of blocks the
-    prefetches (loads), and B read as one stream."""
+    """Per block: each column's weights widened once (_WIDEN_OPS) and |qb| (sign), then per row and column
+    qa's sign, the products (maddubs and madd, or vpdpbusd), the conversion, the broadcast of sa * sb (a
+    shuffle) and the FMA; i8 with zero points: per row sum qa (maddubs and madd, or vpdpbusd), per row and
+    column z broadcast, mullo and sub. 8-bit weights: per pair of blocks the prefetches (loads), and B read
+    as one stream."""
     fmt, (_, m, k, n) = op.b.dtype, op.iter_shape
     blocks = k // BLOCK
     pairs, per = prefetch_plan(fmt, k, n) if _prefetches(fmt) else (0, 0)
     zero_i8 = fmt.name == "i8" and fmt.zero
-    per_col = _WIDEN_OPS[fmt.name] + 1  # the weights, and |qb|
-    per_pair = _DOT_OPS - 1 - vnni + 3 * zero_i8  # vpdpbusd: maddubs and madd in one
+    widen_alu, widen_shuffles = _WIDEN_OPS[fmt.name]
+    z4 = fmt.name == "i4" and fmt.zero  # the block's z broadcast to bytes
+    products = 1 if vnni else 2
     feats = Features.of(
         vec_load=blocks * (m + n) + pairs * per,
-        vec_op=blocks * (n * per_col + m * n * per_pair + 2 * m * zero_i8),
+        vec_op=blocks * (n * (widen_alu + 1) + m * n * (2 + zero_i8)),
+        vec_shuffle=blocks * (n * (widen_shuffles + z4) + m * n * (1 + zero_i8)),
+        vec_imul=blocks * (m * n * (products + zero_i8) + m * products * zero_i8),
         vec_fma=blocks * m * n,
         scalar_op=blocks * n * (1 + fmt.zero + m),
         hsum=m * n,

@@ -49,30 +49,33 @@ def _applies(op, target) -> bool:
 
 
 def _cost(op, target) -> Features:
-    """Per pair of blocks: per row, A's two blocks rearranged (q4_0: 2 permutes; i4: 2 shuffles, 2
-    unpacks, 2 permutes) and their offsets (2 maddubs, an add) and scales (an unpack); per column, the
-    nibbles masked (and, shift, and; q4_0: an insert) and the scales converted (a move, F16C); per row and
-    column 2 maddubs, add, sub, madd, convert, multiply, permute and the FMA; zero points: per column the
-    pair's z to 16-bit lanes (a load, a move, a broadcast; where a pair can straddle two groups a shuffle, and
-    unless groups are 32 values two more scalar ops), per row and column a mullo_epi16 (the odd block: a
-    load, a move and a broadcast per column, a mullo per row and column). Prefetches are loads; B is
-    read as one stream (the prefetches make the n columns one sequential run). Where registers run out
-    (_vector_regs counts those the loop needs), each value beyond them costs a store and two loads a step."""
+    """Per pair of blocks: per row, A's two blocks rearranged (shuffles; q4_0: 2 permutes; i4: 2 byte
+    shuffles, 2 unpacks, 2 permutes), their offsets (2 maddubs, an add) and scales (an unpack); per column,
+    the nibbles masked (and, shift, and; q4_0: an insert) and the scales converted (a move, F16C); per row
+    and column 2 maddubs and a madd, add, sub, convert, the scales' multiply (an FMA pipe's), permute and the
+    FMA; zero points: per column the pair's z to 16-bit lanes (a load, a move, a broadcast; where a pair can
+    straddle two groups a byte shuffle, and unless groups are 32 values two more scalar ops), per row and
+    column a mullo_epi16. The odd last block: per row A's block rearranged (i4: a byte shuffle, a permute)
+    and its offsets (a maddubs); per column the nibbles (shift, insert, and; zero points: a move and a
+    broadcast); per row and column maddubs, madd, sub, convert, the broadcast of sa * sb and the FMA (zero
+    points: a mullo). Prefetches are loads; B is read as one stream (the prefetches make the n columns one
+    sequential run). Where registers run out (_vector_regs counts those the loop needs), each value beyond
+    them costs a store and two loads a step."""
     fmt, (_, m, k, n) = op.b.dtype, op.iter_shape
     blocks = k // BLOCK
     pairs, per = prefetch_plan(fmt, k, n)
-    q4 = fmt.name == "q4_0"
-    row_ops = (2 if q4 else 6) + 3 + 1
+    q4, i4 = fmt.name == "q4_0", fmt.name == "i4"
     z, zsplit = int(fmt.zero), int(fmt.zero and _zero_halves(fmt, k))
-    col_ops = 3 + q4 + 2 + (2 + zsplit) * z
     single = blocks % 2  # the odd last block: the same per block, no pairing
     spill = max(0, m * n + 4 * m + 7 + z - target.vector_regs)  # values on the stack: a store, 2 loads a step
     feats = Features.of(
         vec_load=pairs * (4 * m + (1 + q4) * n + per + 2 * spill) + single * (2 * m + n),
         vec_store=pairs * spill,
-        vec_op=pairs * (m * row_ops + n * col_ops + (8 + z) * m * n)
-        + single * (m * 3 + n * (4 + 2 * z) + (5 + z) * m * n),
-        vec_fma=(pairs + single) * m * n,
+        vec_op=pairs * (m + n * (5 + z) + 3 * m * n) + single * (n * (2 + z) + 2 * m * n),
+        vec_shuffle=pairs * (m * (3 + 4 * i4) + n * (q4 + (1 + zsplit) * z) + m * n)
+        + single * (2 * i4 * m + n * (1 + z) + m * n),
+        vec_imul=pairs * (2 * m + (3 + z) * m * n) + single * (m + (2 + z) * m * n),
+        vec_fma=(pairs * 2 + single) * m * n,
         scalar_op=(pairs * (3 + z + 2 * (zsplit and fmt.group > BLOCK)) + single * (2 + z)) * n,
         hsum=m * n,
         loop_iter=pairs,

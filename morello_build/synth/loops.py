@@ -1,0 +1,111 @@
+"""The features of loops (cost.py's rule prices them): the trips, the short runs a loop starts or whose
+streams the prefetchers lose, the L2 reuse of serial loops and the shared lines of parallel ones."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from math import ceil
+
+from morello_build.ir.spec import Level, operand_tiles
+from morello_build.synth.caches import l2_evicts
+from morello_build.synth.features import Features
+
+
+def busiest_share(tiles: int, threads: int) -> float:
+    """The share of a parallel loop's tiles that the busiest thread runs: ceil(tiles / threads) of them."""
+    return ceil(tiles / min(threads, tiles)) / tiles
+
+
+def loop_features(op, bodies, counts, dims, tile, parallel: bool, unrolled: bool, target) -> Features:
+    """A loop's own work: one ``loop_iter`` per trip unless codegen unrolls it, the short runs it
+    starts or whose streams the prefetchers lose (``gl_short_run``); serial loops save ``l2_reuse_line``
+    (lines later trips read from L2); parallel loops pay their share of the output lines their tasks
+    share (``shared_line``) and their per-trip work at the busiest thread's share, plus one
+    ``parallel_setup``. ``bodies`` are the regions' specs, ``counts`` their tile counts. (Short runs are
+    counted for all trips, also in a parallel loop: the model has always done so.)"""
+    trips = sum(counts)
+    loop_iter = 0 if unrolled else trips
+    runs = short_runs(op, tile, dims, trips, target) + lost_streams(op, tile, dims, trips, target)
+    if parallel:
+        shared = sum(n * shared_lines(s) for n, s in zip(counts, bodies))
+        per_trip = Features.of(loop_iter=loop_iter, shared_line=shared) * busiest_share(trips, target.threads)
+        return per_trip + Features.of(parallel_setup=1, gl_short_run=runs)
+    reuse = l2_reuse_lines(bodies[0], dims, trips, target)
+    return Features.ordered(("gl_short_run", runs), ("loop_iter", loop_iter), ("l2_reuse_line", reuse))
+
+
+def shared_lines(spec) -> int:
+    """``shared_line`` of a parallel task's output tile in main memory: each strided run (a row part of
+    a wider row) has edges on lines that other tasks write, so tasks should own whole rows where they can."""
+    op = spec.op
+    return sum(op.operands[i].runs() for i in op.outputs if op.operands[i].level == Level.GL)
+
+
+def l2_reuse_lines(body, dims, trips: int, target) -> int:
+    """``l2_reuse_line``: a serial loop whose body's main-memory operands fit in L2 together: those the
+    loop does not index (A over a loop on n, C over a split of k) are read from L2 on every trip after
+    the first. Bodies count their operands' lines as main-memory lines; this counts the lines that the
+    later trips read from L2 instead. Without it the model cannot prefer blockings that keep a block
+    of A in L2 (it has no L2 level). Operands whose runs evict each other from L2 (``l2_evicts``) save
+    nothing."""
+    op = body.op
+    gl = [(i, t) for i, t in enumerate(op.operands) if t.level == Level.GL]
+    if trips < 2 or sum(t.bytes for _, t in gl) > target.l2_bytes:
+        return 0
+    invariant = sum(
+        t.lines() for i, t in gl if not any(d in dims for d in op.operand_iter_dims[i]) and not l2_evicts(t, target)
+    )
+    return (trips - 1) * invariant
+
+
+def short_runs(op, tile: tuple[int, ...], dims: tuple[int, ...], trips: int, target) -> int:
+    """``gl_short_run``: runs of main-memory inputs read once (a GEMV's weights) that a loop over ``dims``
+    starts afresh: the loop steps the input along a dim other than its fastest one, so every trip reads
+    new runs, and those shorter than a page each count (stepping the fastest dim continues the previous
+    trip's runs). Inputs the op reuses (GEMM operands) come from the caches after their first reads;
+    loops of ops without a reduction (moves, zeroing) count none, since the loops that place their tiles
+    were charged."""
+    runs = 0
+    for i, t, idims in _read_once(op):
+        if t.runs() == 1:
+            continue
+        stepped = {p for p, j in enumerate(idims) if j in dims}
+        if not stepped or stepped == {t.layout.digits[-1].dim}:
+            continue
+        body = operand_tiles(op, tile)[i]  # only here: most loops count nothing, and plan() is hot
+        if body.bytes < body.runs() * target.costs.page_bytes:
+            runs += trips * body.runs()
+    return runs
+
+
+def lost_streams(op, tile: tuple[int, ...], dims: tuple[int, ...], trips: int, target) -> int:
+    """``gl_short_run``: a loop that steps a main-memory input read once (a GEMV's weights) along its fastest
+    dim continues the body's runs on every trip, so each run of the body's tile is a stream the prefetchers
+    follow side by side. Past ``prefetch_streams`` of them, each shorter than a page, they lose track: every
+    trip's piece of every run is a short run whose lines wait for DRAM (1x2048x4096 bf16 K x N on Zen 3, one
+    thread: k tiles of 8 rows read 13.8 GB/s, of 16 rows 7.6, of 32 to 64 rows 2.8, while the model costed
+    them within 3% of each other). Short runs are counted for a parallel loop's trips too, as short_runs'."""
+    runs = 0
+    for i, t, idims in _read_once(op):
+        stepped = {p for p, j in enumerate(idims) if j in dims}
+        if stepped != {t.layout.digits[-1].dim}:
+            continue
+        body = operand_tiles(op, tile)[i]
+        n = body.runs()
+        if n > target.costs.prefetch_streams and body.bytes < n * target.costs.page_bytes:
+            runs += trips * n
+    return runs
+
+
+@lru_cache(maxsize=1 << 12)
+def _read_once(op) -> tuple:
+    """(index, tile, iteration dims) of the main-memory inputs of an op with a reduction that no other dim
+    reuses (short_runs, lost_streams); once per op, whose loops the search plans a dozen of."""
+    if not op.reduction_dims:
+        return ()
+    shape, operands = op.iter_shape, enumerate(zip(op.operands, op.operand_iter_dims))
+    return tuple(
+        (i, t, idims)
+        for i, (t, idims) in operands
+        if i not in op.outputs and t.level == Level.GL and not any(e > 1 for j, e in enumerate(shape) if j not in idims)
+    )
