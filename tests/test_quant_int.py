@@ -22,6 +22,7 @@ from morello_build.ir.grammar import SpecError, parse_spec
 from morello_build.ir.impl import Kernel, Loop, MoveImpl, walk
 from morello_build.synth.search import synthesize
 from morello_build.target import get_target
+from morello_build.tools.api import synthesize_header
 from tests.test_quant import HAVE_CXX, HAVE_HWY, _c_array, _random_format, case_outputs, run_program
 
 # Every integer format, awkward sizes: N = 1 and primes, K = one block or several, M = 1..3, a batch.
@@ -293,7 +294,7 @@ def test_cost_counts_bytes_and_instructions():
     assert q8["vec_fma"] == q4["vec_fma"] == 4096 // 32 and q4["vec_op"] > q8["vec_op"]  # nibbles cost more
 
 
-def test_dot_int_prefetches_8_bit_weights():
+def test_dot_int_prefetches_its_weights_into_l2():
     from dataclasses import replace
 
     from morello_build.ir.levels import Level
@@ -306,10 +307,11 @@ def test_dot_int_prefetches_8_bit_weights():
         o = o.with_operands((replace(o.a, dtype=aquant.Q8A, level=Level.L1), o.b, replace(o.c, level=Level.RF)))
         return dict(DOT_INT.cost(o, target))
 
-    for b in ("b=q8_0", "b=i8:col group=32 scales=f16"):
+    for b in ("b=q8_0", "b=i8:col group=32 scales=f16", "b=q4_0", "b=i4:col group=32 scales=f16 zero"):
         f = feats(b)
         assert "gl_interleaved" not in f and f["vec_load"] > 4096 // 32 * 5, b  # one stream; the prefetches
-    assert feats("b=q4_0")["gl_interleaved"] > 0  # 4-bit weights: dot_int4 prefetches, not dot_int
+    header = synthesize_header("matmul 4x256x8 b=i4:col group=32 scales=f16 zero aquant=i8", isa="avx2", threads=1)
+    assert "_MM_HINT_T1" in header and "_MM_HINT_T0" not in header  # into L2: see quant_int.emit_prefetch
 
 
 def test_dot_int4_reads_one_stream_with_fewer_instructions():
@@ -327,7 +329,7 @@ def test_dot_int4_reads_one_stream_with_fewer_instructions():
 
     for b in ("b=q4_0", "b=i4:col group=32 scales=f16"):
         new, old = dict(DOT_INT4.cost(op(b), target)), dict(DOT_INT.cost(op(b), target))
-        assert "gl_interleaved" not in new and old["gl_interleaved"] > 0  # the prefetches make one stream
+        assert "gl_interleaved" not in new and "gl_interleaved" not in old  # the prefetches make one stream
         assert new["gl_line"] == old["gl_line"] and new["vec_op"] < old["vec_op"], b
     zero, plain = (dict(DOT_INT4.cost(op(f"b=i4:col group=32 scales=f16{z}"), target)) for z in (" zero", ""))
     assert zero["vec_op"] > plain["vec_op"] and zero["scalar_op"] > plain["scalar_op"]  # z to lanes, the mullo
