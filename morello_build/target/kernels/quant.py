@@ -126,18 +126,18 @@ def _prefetches(op, target, cols: int | None = None) -> tuple[int, bool, tuple[i
     return prefetch_plan(op.b, k, target.lanes * (2 if fmt.name in _DOUBLE_CHUNKS else 1), u, target)
 
 
-def prefetch_plan(b, k: int, W: int, u: int, target) -> tuple[int, bool, tuple[int, ...]]:
+def prefetch_plan(b, k: int, W: int, u: int, target, rows: int = 1) -> tuple[int, bool, tuple[int, ...]]:
     """(trips, whether a trip is one of chunk_loop's rolled loop (else a group), byte offsets past a trip's
-    first value: dot.prefetch_offsets) for a B column of K values read W per chunk, u chunks per rolled
-    trip. Unrolled chunks of a format without groups have no trips; nor has B in a cache, or
-    prefetch_bytes 0."""
+    first value: dot.prefetch_offsets, for ``rows`` rows of A) for a B column of K values read W per chunk,
+    u chunks per rolled trip. Unrolled chunks of a format without groups have no trips; nor has B in a
+    cache, or prefetch_bytes 0."""
     fmt = b.dtype
     G = fmt.group if fmt.group > 1 else k
     full, rolled = G // W, _rolled(fmt, G, W)
     if b.level != Level.GL or not target.costs.prefetch_bytes or not (rolled or fmt.group > 1):
         return 0, False, ()
     trips, values = (k // G * (full // u), u * W) if rolled else (k // G, G)
-    return trips, rolled, prefetch_offsets(target, values * fmt.bytes)
+    return trips, rolled, prefetch_offsets(target, values * fmt.bytes, rows)
 
 
 def _chains(n: int, chunks: int) -> int:

@@ -97,7 +97,7 @@ def _prefetch_plan(op, target):
     """dot_quant's prefetches of B's columns from main memory (quant.prefetch_plan), for these chunks (W
     values each) and accumulators: once per group, or per trip of a group's rolled chunk loop."""
     _, m, k, n = op.iter_shape
-    return prefetch_plan(op.b, k, target.lanes, _accumulators(m, n, k, target.lanes), target)
+    return prefetch_plan(op.b, k, target.lanes, _accumulators(m, n, k, target.lanes), target, rows=m)
 
 
 # -- emitter ---------------------------------------------------------------------------------------------

@@ -113,7 +113,7 @@ def _emit(lw, node, binds) -> None:
                 lw.emit(f"{acc} = {v}::fma({av}, {bv}, {acc});")
 
     full, tail = divmod(k, W)
-    chunks(lw, full, u, body, b_prefetch_head(lw, node, bps, W, u))
+    chunks(lw, full, u, body, b_prefetch_head(lw, node, bps, W, u, rows=m))
     if tail:
         body(str(full), 0, tail)
     for i in range(m):
