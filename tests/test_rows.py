@@ -93,3 +93,44 @@ def test_the_search_picks_rows_kernels_for_a_small_batch():
     t = get_target("avx2", threads=1)
     impl = S.synthesize("matmul 4x128x4 a=f32 b=bf16:col c=f32", t)
     assert "dot_bf16_rows" in _kernels(impl)
+
+
+# B in main memory (weights of a decode step): a small batch's rows kernels and the gated pair's kernel.
+PREFETCHING = [
+    ("matmul 4x512x64 b=bf16:col", "dot_bf16_rows"),
+    ("matmul 4x512x64 b=q8_0:col", "dot_quant_rows"),
+    ("matmul 2x512x64 b=f16:col", "dot_quant_rows"),
+    ("gated 1x512x8 b=q8_0", "dot_quant_pair"),
+]
+
+
+@pytest.mark.parametrize("isa", ["avx2", "avx512"])
+@pytest.mark.parametrize("spec, kernel", PREFETCHING)
+def test_rows_and_pair_kernels_prefetch_b_from_main_memory(spec, kernel, isa):
+    """As the single-row dot kernels do (test_epilogue): the search leaves B in main memory for them (no
+    L1 view hides it: policy._view_pays), they prefetch its columns, and count the prefetches as loads; a
+    cost table with prefetch_bytes 0 emits none and counts fewer loads."""
+    from dataclasses import replace
+    from unittest import mock
+
+    from morello_build.synth import search
+    from morello_build.synth.actions import SplitPair, enumerate_actions
+    from morello_build.synth.search import synthesize
+
+    t = get_target(isa, threads=1)
+    off = replace(t, costs=replace(t.costs, prefetch_bytes=0))
+    user = parse_spec(spec)
+    without_split = lambda s, tt: (a for a in enumerate_actions(s, tt) if not isinstance(a, SplitPair))  # noqa: E731
+    with mock.patch.object(search, "enumerate_actions", without_split):
+        impl, _ = synthesize(user.to_spec(), t)
+    kernels = [n for n in walk(impl) if isinstance(n, Kernel) and n.name == kernel]
+    assert kernels and all(b.level.name == "GL" for k in kernels for b in _bs(k.spec.op))
+    assert "::prefetch(" in emit_header(user, impl, t, name="k")
+    assert "::prefetch(" not in emit_header(user, impl, off, name="k")
+    op = kernels[0].spec.op
+    loads = [t.kernel(kernel).cost(op, x).get("vec_load") for x in (t, off)]
+    assert loads[0] > loads[1]
+
+
+def _bs(op):
+    return (op.b1, op.b2) if op.kind == "pair" else (op.b,)

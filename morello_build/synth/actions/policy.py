@@ -14,6 +14,7 @@ from morello_build.synth.actions.move import MoveOperand
 from morello_build.synth.actions.pair import PairToAccum, SplitPair
 from morello_build.synth.actions.tile import Tile
 from morello_build.target.kernels import columns_unit_stride
+from morello_build.target.kernels.rows import MAX_ROWS
 
 
 def _pow2_below(n: int):
@@ -74,11 +75,11 @@ def _move_options(op, i, target):
 
 
 def _view_pays(op, i) -> bool:
-    """Whether a cache view of operand i may pay. Not for a GEMV's B stored N x K: its columns are read
-    once, by the dot kernels only (move.view_streams), so the view would only hide from them that B
-    streams from main memory, which they prefetch ahead."""
+    """Whether a cache view of operand i may pay. Not for the B stored N x K of a GEMV or of a small batch
+    (the rows kernels' M = 2..8): its columns are read once, by the dot kernels only (move.view_streams),
+    so the view would only hide from them that B streams from main memory, which they prefetch ahead."""
     t = op.operands[i]
-    return not (isinstance(op, Matmul) and i == 1 and op.iter_shape[1] == 1 and columns_unit_stride(t))
+    return not (isinstance(op, Matmul) and i == 1 and op.iter_shape[1] <= MAX_ROWS and columns_unit_stride(t))
 
 
 def _quantizing_moves(a) -> list:

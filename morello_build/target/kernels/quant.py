@@ -18,8 +18,9 @@ from math import ceil
 from morello_build.ir.formats import is_format
 from morello_build.ir.spec import Level
 from morello_build.synth.cost import Features, lines_read, streams_read
+from morello_build.target.kernels import dot
 from morello_build.target.kernels.common import F32, KernelDef, check_dot_operands, pairwise_sum
-from morello_build.target.kernels.dot import dot_shape
+from morello_build.target.kernels.dot import dot_shape, prefetch_offsets
 
 # Vector instructions widening one vector of a format's values to f32 lanes, beyond its load (the ISA
 # helpers, templates/isa_*.hpp.j2): q8_0 / i8 sign-extend and convert; q4_0 zero-extend, shift or mask,
@@ -93,7 +94,8 @@ def short_columns(op, target) -> Features:
     return Features()
 
 
-def _cost(op, target):
+def _cost(op, target, cols: int | None = None):
+    """``cols``: the columns read side by side (the gated pair's 2n; default n), for the prefetch trips."""
     fmt, (_, _, k, n) = op.b.dtype, op.iter_shape
     W = target.lanes
     groups = k // fmt.group if fmt.group > 1 else 1
@@ -110,25 +112,32 @@ def _cost(op, target):
     )
     scale_lines = ceil(n * k * fmt.scale_bytes / 64) if op.b.level == Level.GL else 0
     feats += scale_features(fmt, n, groups) + short_columns(op, target)
-    trips, _, offsets = _prefetches(op, target)
+    trips, _, offsets = _prefetches(op, target, cols)
     feats += Features.of(vec_load=n * trips * len(offsets))  # prefetches
     return feats + lines_read(op.a) + streams_read(op.b, n) + Features.of(gl_line=scale_lines)
 
 
-def _prefetches(op, target) -> tuple[int, bool, tuple[int, ...]]:
+def _prefetches(op, target, cols: int | None = None) -> tuple[int, bool, tuple[int, ...]]:
     """How the kernel prefetches each B column from main memory, as the plain dot kernels do (dot.py):
-    (trips, whether a trip is one of chunk_loop's rolled loop (else a group), byte offsets past a trip's
-    first value: one prefetch per line the trip reads, prefetch_bytes ahead). Unrolled chunks of a format
-    without groups have no trips; nor has B in a cache, or prefetch_bytes 0."""
-    fmt, (_, _, k, n), ahead = op.b.dtype, op.iter_shape, target.costs.prefetch_bytes
+    prefetch_plan for dot_quant's chunks and chains (``cols``: the columns beside each other, default n)."""
+    fmt, (_, _, k, n) = op.b.dtype, op.iter_shape
     G = fmt.group if fmt.group > 1 else k
-    W = target.lanes * (2 if fmt.name in _DOUBLE_CHUNKS else 1)
+    u = _chains(cols or n, ceil(G / target.lanes))
+    return prefetch_plan(op.b, k, target.lanes * (2 if fmt.name in _DOUBLE_CHUNKS else 1), u, target)
+
+
+def prefetch_plan(b, k: int, W: int, u: int, target, rows: int = 1) -> tuple[int, bool, tuple[int, ...]]:
+    """(trips, whether a trip is one of chunk_loop's rolled loop (else a group), byte offsets past a trip's
+    first value: dot.prefetch_offsets, for ``rows`` rows of A) for a B column of K values read W per chunk,
+    u chunks per rolled trip. Unrolled chunks of a format without groups have no trips; nor has B in a
+    cache, or prefetch_bytes 0."""
+    fmt = b.dtype
+    G = fmt.group if fmt.group > 1 else k
     full, rolled = G // W, _rolled(fmt, G, W)
-    if op.b.level != Level.GL or not ahead or not (rolled or fmt.group > 1):
+    if b.level != Level.GL or not target.costs.prefetch_bytes or not (rolled or fmt.group > 1):
         return 0, False, ()
-    u = _chains(n, ceil(G / target.lanes))
     trips, values = (k // G * (full // u), u * W) if rolled else (k // G, G)
-    return trips, rolled, tuple(ahead + 64 * i for i in range(ceil(values * fmt.bytes / 64)))
+    return trips, rolled, prefetch_offsets(target, values * fmt.bytes, rows)
 
 
 def _chains(n: int, chunks: int) -> int:
@@ -255,7 +264,7 @@ def _rolled(fmt, G: int, W: int) -> bool:
     return not fmt.block and -(-G // W) > _MAX_UNROLLED_CHUNKS
 
 
-def _elems(fmt, values: str) -> str:
+def elems(fmt, values: str) -> str:
     """The ctype elements before value ``values`` (a C expression at a unit's start) of a column."""
     if fmt.unit == 1:
         return values if fmt.unit_size == 1 else f"{values} * {fmt.unit_size}"
@@ -263,18 +272,15 @@ def _elems(fmt, values: str) -> str:
 
 
 def _prefetch_head(lw, op, bps):
-    """(head(a trip's first element) emitting the trip's prefetches of every column, whether a trip is one
-    of the rolled chunk loop): _prefetches; head None where the kernel prefetches nothing."""
-    trips, rolled, offsets = _prefetches(op, lw.target)
-    if not trips:
-        return None, False
+    """(head, rolled): prefetch_head(lw, plan, bps) for dot_quant's plan (_prefetches)."""
+    return prefetch_head(lw, _prefetches(op, lw.target), bps)
 
-    def head(first: str) -> None:
-        for bp in bps:
-            for off in offsets:
-                lw.emit(f"::{lw.rt}::prefetch({bp} + {first}, {off});")
 
-    return head, rolled
+def prefetch_head(lw, plan, bps):
+    """(head(a trip's first element) emitting the trip's prefetches of every column of bps, whether a trip
+    is one of the rolled chunk loop) for a prefetch_plan; head None where the plan prefetches nothing."""
+    trips, rolled, offsets = plan
+    return (dot.prefetch_head(lw, bps, offsets) if trips else None), rolled
 
 
 def _zeroed(lw, names):
@@ -305,7 +311,7 @@ def _grouped(lw, fmt, accs, ap, bps, sps, zps, k, u, head=None, per_chunk_trip=F
             lw.emit(f"const {vt} {shifts[-1]} = {v}::bcast({z});")
         else:
             shifts.append(None)
-    trip_head = (lambda first: head(" + ".join(filter(None, (base, _elems(fmt, first)))))) if per_chunk_trip else None
+    trip_head = (lambda first: head(" + ".join(filter(None, (base, elems(fmt, first)))))) if per_chunk_trip else None
     _group_chunks(lw, fmt, parts, ap, bps, shifts, g, G, trip_head)
     for acc, col, bp, sp in zip(accs, parts, bps, sps or [None] * len(accs)):
         lw.emit(f"{acc} = {v}::fma({pairwise_sum(lw, col)}, {scale_vector(lw, fmt, bp, sp, g)}, {acc});")

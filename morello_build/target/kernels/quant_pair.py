@@ -38,10 +38,10 @@ def _cost(op, target):
     """Both matmuls' counts, less the second's A loads and lines, with B1's and B2's columns read as
     2n interleaved streams (one column of each: two streams of separate operands)."""
     fmt, (_, _, k, n) = op.b1.dtype, op.iter_shape
-    one = quant._cost(_single(op, op.b1), target)
+    one, two = (quant._cost(_single(op, b), target, cols=2 * n) for b in (op.b1, op.b2))  # 2n: prefetch trips
     groups = k // fmt.group if fmt.group > 1 else 1
     a_loads = groups * ceil((k // groups) / target.lanes)
-    own = one + one + Features.of(vec_load=-a_loads) + lines_read(op.a) * -1
+    own = one + two + Features.of(vec_load=-a_loads) + lines_read(op.a) * -1
     b_alone = streams_read(op.b1, n) * -2
     return own + b_alone + sum((streams_read(b, 2 * n, n == 1) for b in (op.b1, op.b2)), Features.of())
 
@@ -66,17 +66,29 @@ def _emit(lw, node, binds) -> None:
     cols = 2 * n
     G = fmt.group if fmt.group > 1 else k
     u = quant._chains(cols, ceil(G / lw.W))
+    head, rolled = _prefetch_head(lw, op, bps)
     if fmt.group == 1:  # f16, e4m3: one "group" of K values, no scale
         parts = quant._zeroed(lw, [[lw.fresh("acc") for _ in range(u)] for _ in range(cols)])
-        quant._group_chunks(lw, fmt, parts, ap, bps, [None] * cols, "0", k)
+        quant._group_chunks(lw, fmt, parts, ap, bps, [None] * cols, "0", k, head)
         accs = [pairwise_sum(lw, col) for col in parts]
     else:
         accs = [col[0] for col in quant._zeroed(lw, [[lw.fresh("acc")] for _ in range(cols)])]
-        quant._grouped(lw, fmt, accs, ap, bps, sps, zps, k, u)
+        quant._grouped(lw, fmt, accs, ap, bps, sps, zps, k, u, head, rolled)
     outs = [(c, j) for c in (c1, c2) for j in range(n)]
     for (c, j), acc in zip(outs, accs):
         lw.emit(f"{lw.elem(c, (0, 0, j))} += {lw.v}::hsum({acc});")
     lw.close()
+
+
+def _prefetch_head(lw, op, bps):
+    """dot_quant's prefetches (quant._prefetches, for the 2n columns' chains) of the columns of B1 and of
+    B2 that are streamed from main memory (bps: B1's n columns, then B2's)."""
+    n, plans = (
+        op.iter_shape[3],
+        [quant._prefetches(_single(op, b), lw.target, 2 * op.iter_shape[3]) for b in (op.b1, op.b2)],
+    )
+    plan = next((p for p in plans if p[0]), plans[0])  # B1's and B2's agree where both are prefetched
+    return quant.prefetch_head(lw, plan, [bp for i, bp in enumerate(bps) if plans[i // n][0]])
 
 
 DOT_QUANT_PAIR = KernelDef(

@@ -7,7 +7,8 @@ ISA helper, quant.widen_call) and FMA'd into m accumulators, one per row of A (a
 and bf16 B). Formats with several groups along K multiply the widened chunk by its group's scale (one
 multiply shared by the m rows: exact values times the scale, rounded once, as the reference's
 dequantized weight is), so the accumulators run across groups; one group (per-channel scales) scales the
-sums at the end. Per chunk: n B loads and widenings, m A loads, m·n FMAs; m·n horizontal sums.
+sums at the end. Per chunk: n B loads and widenings, m A loads, m·n FMAs; m·n horizontal sums. B's
+columns streamed from main memory are prefetched as dot_quant prefetches them (quant.prefetch_plan).
 """
 
 from __future__ import annotations
@@ -22,6 +23,9 @@ from morello_build.target.kernels.dot import dot_shape
 from morello_build.target.kernels.quant import (
     chunk_loop,
     column_pointers,
+    elems,
+    prefetch_head,
+    prefetch_plan,
     scale_features,
     scale_vector,
     short_columns,
@@ -84,7 +88,16 @@ def _cost(op, target):
     )
     scale_lines = ceil(n * k * fmt.scale_bytes / 64) if op.b.level == Level.GL else 0
     feats += scale_features(fmt, n, groups) + Features.of(gl_line=scale_lines) + short_columns(op, target)
+    trips, _, offsets = _prefetch_plan(op, target)
+    feats += Features.of(vec_load=n * trips * len(offsets))  # prefetches
     return feats + lines_read(op.a) + streams_read(op.b, n)
+
+
+def _prefetch_plan(op, target):
+    """dot_quant's prefetches of B's columns from main memory (quant.prefetch_plan), for these chunks (W
+    values each) and accumulators: once per group, or per trip of a group's rolled chunk loop."""
+    _, m, k, n = op.iter_shape
+    return prefetch_plan(op.b, k, target.lanes, _accumulators(m, n, k, target.lanes), target, rows=m)
 
 
 # -- emitter ---------------------------------------------------------------------------------------------
@@ -108,8 +121,13 @@ def _emit(lw, node, binds) -> None:
     if groups > 1:
         g = lw.fresh("g")
         lw.open(f"for (ix {g} = 0; {g} < {groups}; ++{g}) {{")
+    head, rolled = prefetch_head(lw, _prefetch_plan(node.spec.op, lw.target), bps)
+    base = f"{g} * {fmt.storage_elems(G)}" if groups > 1 else ""
+    if head and not rolled:  # a group's prefetches at its start
+        head(base or "0")
+    trip_head = (lambda first: head(" + ".join(filter(None, (base, elems(fmt, first)))))) if head and rolled else None
     per_group = [_group_terms(lw, fmt, col, g) for col in cols]
-    _chunks(lw, fmt, accs, aps, cols, per_group, g, G, scaled=groups > 1)
+    _chunks(lw, fmt, accs, aps, cols, per_group, g, G, scaled=groups > 1, head=trip_head)
     if groups > 1:
         lw.close()
     for i in range(m):
@@ -137,9 +155,9 @@ def _group_terms(lw, fmt, col, g: str) -> tuple[str | None, str | None]:
     return sv, zv
 
 
-def _chunks(lw, fmt, accs, aps, cols, per_group, g: str, G: int, scaled: bool) -> None:
+def _chunks(lw, fmt, accs, aps, cols, per_group, g: str, G: int, scaled: bool, head=None) -> None:
     """accs[i][j][c % u] += A row i chunk c * widened B column j chunk c over the G values of group g:
-    over chunk_loop's chunks."""
+    over chunk_loop's chunks (head: at the start of each trip of its rolled loop)."""
     vt, v = lw.target.vtype, lw.v
     u = len(accs[0][0])
     base = f"{g} * {G}" if g != "0" else ""
@@ -159,7 +177,7 @@ def _chunks(lw, fmt, accs, aps, cols, per_group, g: str, G: int, scaled: bool) -
             for j, bv in enumerate(bvs):
                 lw.emit(f"{accs[i][j][s]} = {v}::fma({av}, {bv}, {accs[i][j][s]});")
 
-    chunk_loop(lw, fmt, G, u, chunk)
+    chunk_loop(lw, fmt, G, u, chunk, head=head)
 
 
 DOT_QUANT_ROWS = KernelDef(

@@ -5,6 +5,7 @@ The dot kernels (dot.py) read one row of A; a C tile of m rows would run them m 
 widening, for bf16 B) each chunk of B once per row. These load and widen each B chunk ONCE per loop trip
 and FMA it into m accumulators, one per row of A (the ``_pair`` records' idea across rows of A instead of
 columns of B): per chunk n B loads (and widenings), m A loads, m·n FMAs; m·n horizontal sums at the end.
+B's columns streamed from main memory are prefetched as the single-row kernels prefetch them (dot.py).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from math import ceil
 
 from morello_build.synth.cost import Features, lines_read, runs_per_set, streams_read
 from morello_build.target.kernels.common import BF16, F32, KernelDef, check_dot_operands, pairwise_sum
-from morello_build.target.kernels.dot import chunks, dot_shape
+from morello_build.target.kernels.dot import b_prefetch_head, chunks, dot_shape, prefetch_loads
 
 MAX_ROWS = 8
 _MAX_COLS = 4
@@ -68,7 +69,16 @@ def _cost(op, target):
         vec_fma=steps * m * n,
         hsum=m * n,
     )
-    return feats + lines_read(op.a) + streams_read(op.b, n)
+    return feats + lines_read(op.a) + streams_read(op.b, n) + _prefetches(op, target)
+
+
+def _prefetches(op, target) -> Features:
+    """dot.py's prefetches of B's columns from main memory (bf16, not f32: dot._prefetched), once per trip
+    of the chunk loop (a loop only beyond one trip: dot.chunks)."""
+    _, m, k, n = op.iter_shape
+    u = _accumulators(m, n, k, target.lanes)
+    trips = k // target.lanes // u
+    return prefetch_loads(op, target, trips if trips > 1 else 0, u * target.lanes * op.b.dtype.bytes)
 
 
 def _emit(lw, node, binds) -> None:
@@ -103,7 +113,7 @@ def _emit(lw, node, binds) -> None:
                 lw.emit(f"{acc} = {v}::fma({av}, {bv}, {acc});")
 
     full, tail = divmod(k, W)
-    chunks(lw, full, u, body)
+    chunks(lw, full, u, body, b_prefetch_head(lw, node, bps, W, u, rows=m))
     if tail:
         body(str(full), 0, tail)
     for i in range(m):
