@@ -72,3 +72,13 @@ def test_the_pick_and_the_costliest_candidate_compile_and_agree_with_the_referen
     ]
     res = check_headers(kernels, tmp_path)
     assert res.ok, res.output
+
+
+def test_a_plan_without_children_ends_a_path():
+    """A kernel that implements a sub-spec whole (a Select plan: no children) has no main child to pin below;
+    `rank.py "matmul 32x32x32 serial" --isa avx512_bf16` with the golden-cove profile reached one three levels
+    down and raised from max() of nothing."""
+    from morello_build.synth.actions.plan import Plan
+    from morello_build.synth.candidates import _main_child
+
+    assert _main_child(Plan((), lambda children: None), ()) == -1

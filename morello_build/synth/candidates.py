@@ -32,7 +32,10 @@ class Candidate:
 
 
 def _main_child(plan: Plan, children) -> int:
-    """The child that costs the most (weighted by how often it runs): where the alternatives matter."""
+    """The child that costs the most (weighted by how often it runs): where the alternatives matter; -1
+    for a plan without children (a whole program: nothing below to pin)."""
+    if not children:
+        return -1
     weights = plan.weights or (1.0,) * len(children)
     return max(range(len(children)), key=lambda i: (weights[i] * children[i].cost, -i))
 
@@ -69,6 +72,8 @@ class _Enumerator:
         out = [e[0] for e in expanded]
         if depth > 1:
             for cand, plan, children, main in expanded[: self.width]:
+                if main < 0:
+                    continue
                 for alt in self.alternatives(canonicalize(plan.subspecs[main]), depth - 1):
                     impl = plan.build(children[:main] + (alt.impl,) + children[main + 1 :])
                     if impl is not None:
