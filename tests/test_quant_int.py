@@ -225,6 +225,16 @@ def test_kernels_match_the_exact_semantics(isa, tmp_path):
     _check_program(isa, tmp_path, SPECS)
 
 
+def test_vnni_targets_run_dot_int4_vnni_without_zero_points():
+    """On avx512_bf16 (VNNI) the 4-bit specs without zero points run dot_int4_vnni (tested above against
+    numpy: M = 1..3, an odd block count, prime N, one block alone); with zero points dot_int4."""
+    for text, header in zip(SPECS, _headers("avx512_bf16"), strict=True):
+        fmt = parse_spec(text).dtypes[1]
+        if fmt.name in ("q4_0", "i4"):
+            assert ("// dot_int4_vnni:" in header) == (not fmt.zero), text
+            assert ("// dot_int4:" in header) == bool(fmt.zero), text
+
+
 def _check_program(isa: str, tmp: Path, specs, headers=None) -> None:
     src, cases = _program(isa, tmp, specs, headers)
     rows = run_program(src, isa)

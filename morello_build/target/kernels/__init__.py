@@ -49,6 +49,7 @@ CATALOG: tuple[KernelDef, ...] = (
     quant.DOT_QUANT,
     quant_rows.DOT_QUANT_ROWS,
     quant_pair.DOT_QUANT_PAIR,
+    quant_int4.DOT_INT4_VNNI,
     quant_int4.DOT_INT4,
     quant_int.DOT_INT_VNNI,
     quant_int.DOT_INT,

@@ -18,6 +18,11 @@ Cheaper per block than ``dot_int``'s sign trick, with the same exact integer blo
   nibbles by its rows); each step prefetches the bytes that follow the kernel's
   last column, a share per step, so that the columns of a ``for n`` loop are read as one stream (without
   it, several short interleaved streams defeat the hardware prefetchers: 2-3x slower from DRAM here).
+
+``dot_int4_vnni`` (without zero points): the same with AVX-512 VNNI's ``vpdpbusd``: per row the offsets
+as int32 lanes, negated, once per step; per row and column two ``vpdpbusd`` onto them (the nibbles by A's
+halves) in place of two ``maddubs``, an add, a sub and a ``madd``. The same exact integer sums: ``vpdpbusd``
+adds the same 4 products a lane in int32, and the int16 sums above never saturate.
 """
 
 from __future__ import annotations
@@ -39,16 +44,17 @@ _EVENS_ODDS = "0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15"
 _ZSPREAD = ", ".join(["0, -128"] * 8 + ["1, -128"] * 8)  # byte 0 to the low half's 16-bit lanes, byte 1 to the high
 
 
-def _applies(op, target) -> bool:
+def _applies(op, target, vnni: bool = False) -> bool:
     fmt = op.b.dtype if op.kind == "matmul" else None
     return (
         dot_applies(op, target, max_cols=MAX_OUTPUTS)
         and fmt.name in ("q4_0", "i4")
+        and not (vnni and fmt.zero)  # z * sum qa per column: dot_int4's int16 mullo
         and _vector_regs(op, target) <= target.vector_regs
     )
 
 
-def _cost(op, target) -> Features:
+def _cost(op, target, vnni: bool = False) -> Features:
     """Per pair of blocks: per row, A's two blocks rearranged (shuffles; q4_0: 2 permutes; i4: 2 byte
     shuffles, 2 unpacks, 2 permutes), their offsets (2 maddubs, an add) and scales (an unpack); per column,
     the nibbles masked (and, shift, and; q4_0: an insert) and the scales converted (a move, F16C); per row
@@ -60,21 +66,24 @@ def _cost(op, target) -> Features:
     broadcast); per row and column maddubs, madd, sub, convert, the broadcast of sa * sb and the FMA (zero
     points: a mullo). Prefetches are loads; B is read as one stream (the prefetches make the n columns one
     sequential run). Where registers run out (_vector_regs counts those the loop needs), each value beyond
-    them costs a store and two loads a step."""
+    them costs a store and two loads a step. VNNI (no zero points): the offsets' maddubs become dpbusd and
+    their add a sub (the negation; the odd block: one more sub a row); per row and column 2 dpbusd and the
+    convert in place of 2 maddubs, madd, add, sub and convert (the odd block: a dpbusd and the convert)."""
     fmt, (_, m, k, n) = op.b.dtype, op.iter_shape
     blocks = k // BLOCK
     pairs, per = prefetch_plan(fmt, k, n)
     q4, i4 = fmt.name == "q4_0", fmt.name == "i4"
     z, zsplit = int(fmt.zero), int(fmt.zero and _zero_halves(fmt, k))
     single = blocks % 2  # the odd last block: the same per block, no pairing
+    v = int(vnni)
     spill = max(0, m * n + 4 * m + 7 + z - target.vector_regs)  # values on the stack: a store, 2 loads a step
     feats = Features.of(
         vec_load=pairs * (4 * m + (1 + q4) * n + per + 2 * spill) + single * (2 * m + n),
         vec_store=pairs * spill,
-        vec_op=pairs * (m + n * (5 + z) + 3 * m * n) + single * (n * (2 + z) + 2 * m * n),
+        vec_op=pairs * (m + n * (5 + z) + (3 - 2 * v) * m * n) + single * (v * m + n * (2 + z) + (2 - v) * m * n),
         vec_shuffle=pairs * (m * (3 + 4 * i4) + n * (q4 + (1 + zsplit) * z) + m * n)
         + single * (2 * i4 * m + n * (1 + z) + m * n),
-        vec_imul=pairs * (2 * m + (3 + z) * m * n) + single * (m + (2 + z) * m * n),
+        vec_imul=pairs * (2 * m + (3 + z - v) * m * n) + single * (m + (2 + z - v) * m * n),
         vec_fma=(pairs * 2 + single) * m * n,
         scalar_op=(pairs * (3 + z + 2 * (zsplit and fmt.group > BLOCK)) + single * (2 + z)) * n,
         hsum=m * n,
@@ -85,14 +94,15 @@ def _cost(op, target) -> Features:
 
 
 # -- emitter -----------------------------------------------------------------------------------------------
-def _emit(lw, node, binds) -> None:
-    c, aps, cols, blk = prologue(lw, node, binds, "dot_int4")
+def _emit(lw, node, binds, vnni: bool = False) -> None:
+    c, aps, cols, blk = prologue(lw, node, binds, "dot_int4_vnni" if vnni else "dot_int4")
     fmt, (_, m, k, n) = binds[1].dtype, node.spec.op.iter_shape
     pairs, per = prefetch_plan(fmt, k, n)
     accs = [[lw.fresh("acc") for _ in range(n)] for _ in range(m)]
     lw.emit("__m256 " + ", ".join(f"{x} = _mm256_setzero_ps()" for row in accs for x in row) + ";")
     offs = "_mm256_set1_epi8(1)" if fmt.zero else "_mm256_set1_epi8(8)"  # sum qa per lane, or 8 times it
-    lw.emit(f"const __m256i m15 = _mm256_set1_epi8(15), ones16 = _mm256_set1_epi16(1), offs = {offs};")
+    ones = "" if vnni else " ones16 = _mm256_set1_epi16(1),"  # madd's: vpdpbusd sums to int32 itself
+    lw.emit(f"const __m256i m15 = _mm256_set1_epi8(15),{ones} offs = {offs};")
     if fmt.zero and _zero_halves(fmt, k):
         lw.emit(f"const __m256i zspread = _mm256_setr_epi8({_ZSPREAD});")
     if fmt.name == "i4":
@@ -101,10 +111,10 @@ def _emit(lw, node, binds) -> None:
         lw.emit("const __m256i pair_lanes = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);")
         lw.open(f"for (ix {blk} = 0; {blk} + 1 < {k // BLOCK}; {blk} += 2) {{")
         emit_prefetch(lw, fmt, cols, k, n, blk)  # the following columns' bytes: this pair's share
-        _pair(lw, fmt, aps, cols, blk, accs)
+        _pair(lw, fmt, aps, cols, blk, accs, vnni)
         lw.close()
     if k // BLOCK % 2:
-        _single(lw, fmt, aps, cols, str(k // BLOCK - 1), accs)
+        _single(lw, fmt, aps, cols, str(k // BLOCK - 1), accs, vnni)
     for r, row in enumerate(accs):
         for j, acc in enumerate(row):
             h = lw.fresh("h")
@@ -119,7 +129,7 @@ def _load(p: str, bits: int = 256) -> str:
     return f"_mm{bits if bits > 128 else ''}_loadu_si{bits}(reinterpret_cast<const __m{bits}i*>({p}))"
 
 
-def _pair(lw, fmt, aps, cols, blk: str, accs) -> None:
+def _pair(lw, fmt, aps, cols, blk: str, accs, vnni: bool) -> None:
     """Blocks blk and blk + 1: A's rows rearranged to the weights' order, then every column and row."""
     rows = []
     for ap in aps:
@@ -134,10 +144,14 @@ def _pair(lw, fmt, aps, cols, blk: str, accs) -> None:
             lw.emit(f"const __m256i {x1}s = _mm256_shuffle_epi8({x1}, evens_odds);")
             lw.emit(f"const __m256i {lo} = _mm256_permute4x64_epi64(_mm256_unpacklo_epi64({x0}s, {x1}s), 0xD8);")
             lw.emit(f"const __m256i {hi} = _mm256_permute4x64_epi64(_mm256_unpackhi_epi64({x0}s, {x1}s), 0xD8);")
-        lw.emit(
-            f"const __m256i {corr} = _mm256_add_epi16(_mm256_maddubs_epi16(offs, {lo}), "
-            f"_mm256_maddubs_epi16(offs, {hi}));"
-        )
+        if vnni:  # -8 * sum qa, 4 values a lane, as int32: where each output's sums start
+            both = f"_mm256_dpbusd_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), offs, {lo}), offs, {hi})"
+            lw.emit(f"const __m256i {corr} = _mm256_sub_epi32(_mm256_setzero_si256(), {both});")
+        else:
+            lw.emit(
+                f"const __m256i {corr} = _mm256_add_epi16(_mm256_maddubs_epi16(offs, {lo}), "
+                f"_mm256_maddubs_epi16(offs, {hi}));"
+            )
         lw.emit(
             f"const __m128 {sa} = _mm_unpacklo_ps(_mm_load_ss(reinterpret_cast<const float*>({a0})), "
             f"_mm_load_ss(reinterpret_cast<const float*>({a0} + {Q8A.unit_size})));"
@@ -157,13 +171,17 @@ def _pair(lw, fmt, aps, cols, blk: str, accs) -> None:
         zv = _zero_pair(lw, fmt, col, blk)
         for r, (alo, ahi, corr, sa) in enumerate(rows):
             s = lw.fresh("s")
-            lw.emit(
-                f"const __m256i {s} = _mm256_sub_epi16(_mm256_add_epi16(_mm256_maddubs_epi16({lo}, {alo}), "
-                f"_mm256_maddubs_epi16({hi}, {ahi})), {_offset(corr, zv)});"
-            )
+            if vnni:  # int32 sums, the offsets' lanes first
+                sums = f"_mm256_dpbusd_epi32(_mm256_dpbusd_epi32({corr}, {lo}, {alo}), {hi}, {ahi})"
+            else:
+                lw.emit(
+                    f"const __m256i {s} = _mm256_sub_epi16(_mm256_add_epi16(_mm256_maddubs_epi16({lo}, {alo}), "
+                    f"_mm256_maddubs_epi16({hi}, {ahi})), {_offset(corr, zv)});"
+                )
+                sums = f"_mm256_madd_epi16({s}, ones16)"
             scale = f"_mm256_permutevar8x32_ps(_mm256_castps128_ps256(_mm_mul_ps({sa}, {sb})), pair_lanes)"
             acc = accs[r][j]
-            lw.emit(f"{acc} = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16({s}, ones16)), {scale}, {acc});")
+            lw.emit(f"{acc} = _mm256_fmadd_ps(_mm256_cvtepi32_ps({sums}), {scale}, {acc});")
 
 
 def _offset(corr: str, zv: str | None) -> str:
@@ -212,7 +230,7 @@ def _scale_pair(lw, fmt, col, blk: str) -> str:
     return f"_mm_cvtph_ps(_mm_cvtsi32_si128({bits}))"
 
 
-def _single(lw, fmt, aps, cols, blk: str, accs) -> None:
+def _single(lw, fmt, aps, cols, blk: str, accs, vnni: bool) -> None:
     """The odd last block: A's row rearranged to the nibbles' order (q4_0: as stored; i4: evens, odds)."""
     lw.open("{")
     rows = []
@@ -222,7 +240,13 @@ def _single(lw, fmt, aps, cols, blk: str, accs) -> None:
         if fmt.name == "i4":
             x = f"_mm256_permute4x64_epi64(_mm256_shuffle_epi8({x}, evens_odds), 0xD8)"
         lw.emit(f"const __m256i {a} = {x};")
-        lw.emit(f"const __m256i {corr} = _mm256_maddubs_epi16(offs, {a});")
+        if vnni:  # -8 * sum qa as int32 lanes
+            lw.emit(
+                f"const __m256i {corr} = _mm256_sub_epi32(_mm256_setzero_si256(), "
+                f"_mm256_dpbusd_epi32(_mm256_setzero_si256(), offs, {a}));"
+            )
+        else:
+            lw.emit(f"const __m256i {corr} = _mm256_maddubs_epi16(offs, {a});")
         lw.emit(f"const float {sa} = {lw.rt}::a8_scale({ap} + {blk} * {Q8A.unit_size});")
         rows.append((a, corr, sa))
     for j, col in enumerate(cols):
@@ -237,11 +261,12 @@ def _single(lw, fmt, aps, cols, blk: str, accs) -> None:
             lw.emit(f"const __m256i {zv} = _mm256_set1_epi16(short({z}));")
         for r, (a, corr, sa) in enumerate(rows):
             s, acc = lw.fresh("s"), accs[r][j]
-            lw.emit(f"const __m256i {s} = _mm256_sub_epi16(_mm256_maddubs_epi16({v}, {a}), {_offset(corr, zv)});")
-            lw.emit(
-                f"{acc} = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16({s}, ones16)), "
-                f"_mm256_set1_ps({sa} * ({sb})), {acc});"
-            )
+            if vnni:
+                sums = f"_mm256_dpbusd_epi32({corr}, {v}, {a})"
+            else:
+                lw.emit(f"const __m256i {s} = _mm256_sub_epi16(_mm256_maddubs_epi16({v}, {a}), {_offset(corr, zv)});")
+                sums = f"_mm256_madd_epi16({s}, ones16)"
+            lw.emit(f"{acc} = _mm256_fmadd_ps(_mm256_cvtepi32_ps({sums}), _mm256_set1_ps({sa} * ({sb})), {acc});")
     lw.close()
 
 
@@ -261,5 +286,16 @@ DOT_INT4 = KernelDef(
     emit=_emit,
     doc="aquant=i8 dot products with q4_0 / i4: unsigned nibbles, offsets per A block, two blocks a step, prefetched",
     features=frozenset({"avx2", "f16c"}),
+    vector_regs=_vector_regs,
+)
+DOT_INT4_VNNI = KernelDef(
+    name="dot_int4_vnni",
+    kind="matmul",
+    vector=True,
+    applies=lambda op, target: _applies(op, target, vnni=True),
+    cost=lambda op, target: _cost(op, target, vnni=True),
+    emit=lambda lw, node, binds: _emit(lw, node, binds, vnni=True),
+    doc="dot_int4 without zero points, with AVX-512 VNNI's vpdpbusd (on ymm, AVX512VL) in place of maddubs and madd",
+    features=frozenset({"avx512vnni", "avx512vl", "f16c"}),
     vector_regs=_vector_regs,
 )
