@@ -23,7 +23,7 @@ from morello_build.tools import api, cli
 SPECS = (
     "matmul 3x3x9",  # one past a vector of 8 lanes, a ragged one of 16
     "matmul 1x24x3 b=bf16:col",  # a GEMV with bf16 weights
-    "matmul 3x4x2 a=bf16 b=bf16:col c=bf16:col",  # bf16 x bf16: avx512_bf16 has its own program
+    "matmul 3x32x2 a=bf16 b=bf16:col c=bf16:col",  # bf16 x bf16: avx512_bf16 has its own program (vdpbf16ps)
 )
 
 
