@@ -29,10 +29,10 @@ from morello_build.target.kernels.dot import dot_shape, prefetch_offsets
 # sfp 7 and e4m3 7 per W values (load2_sfp: 13 for 2W values decoded in 16-bit lanes, then spread to f32
 # lanes; load2_e4m3: 11, then two conversions and two multiplies).
 _WIDEN_OPS = {"q8_0": 2, "i8": 2, "gemma_i8": 2, "q4_0": 4, "i4": 4, "e4m3": 7, "sfp": 7, "f16": 8}
-# Formats widened 2W values at a time (``load2_<format>``: two vectors from one decoding in 16-bit lanes),
-# and their price for kernels that widen one vector at a time (``load_<format>``: 32-bit lanes).
-_DOUBLE_CHUNKS = ("sfp", "e4m3")
-_WIDEN_OPS_SINGLE = {"sfp": 13, "e4m3": 8}
+# Formats widened 2W values at a time (``load2_<format>``: two vectors from one decoding; i4: one load and
+# one nibble split for both), and their price for kernels that widen one vector at a time (``load_<format>``).
+_DOUBLE_CHUNKS = ("sfp", "e4m3", "i4")
+_WIDEN_OPS_SINGLE = {"sfp": 13, "e4m3": 8, "i4": 4}
 _WIDEN_OPS_NATIVE_F16 = {"f16": 1}  # F16C's vcvtph2ps (AVX-512F's on zmm) converts halves in one instruction
 _MAX_UNROLLED_CHUNKS = 16
 
@@ -165,9 +165,22 @@ def widen_call(lw, fmt, bp: str, g: str, e0, cnt: int, z: str = "8") -> str:
     if fmt.name == "i8":
         return f"{v}::load_i8({bp} + {g} * {G} + {e0}, {cnt})"
     if fmt.name == "i4":
-        half = e0 // 2 if isinstance(e0, int) else f"({e0}) / 2"
-        return f"{v}::load_i4({bp} + {g} * {G // 2} + {half}, {cnt}, {z})"
+        return f"{v}::load_i4({_i4_at(fmt, bp, g, e0)}, {cnt}, {z})"
     return f"{v}::load_{fmt.name}({bp} + {e0}, {cnt})"
+
+
+def widen2_call(lw, fmt, bp: str, g: str, e0, cnt: int, z: str | None, lo: str, hi: str) -> str:
+    """The ``load2_<format>`` call widening values e0..e0+cnt-1 (cnt <= 2W) of group g of the column at bp
+    into the vectors lo and hi (i4 subtracts z, a C int, in it)."""
+    if fmt.name == "i4":
+        return f"{lw.v}::load2_i4({_i4_at(fmt, bp, g, e0)}, {cnt}, {z}, {lo}, {hi})"
+    return f"{lw.v}::load2_{fmt.name}({bp} + {e0}, {cnt}, {lo}, {hi})"
+
+
+def _i4_at(fmt, bp: str, g: str, e0) -> str:
+    """The byte of i4 value e0 (even) of group g of the column at bp."""
+    half = e0 // 2 if isinstance(e0, int) else f"({e0}) / 2"
+    return f"{bp} + {g} * {fmt.group // 2} + {half}"
 
 
 def scale_vector(lw, fmt, bp: str, sp: str, g: str) -> str:
@@ -339,9 +352,9 @@ def _group_chunks(lw, fmt, parts, ap, bps, shifts, g: str, G: int, head=None) ->
         halves = [(lw.fresh("av"), "", min(W, cnt))] + ([(lw.fresh("av"), f" + {W}", cnt - W)] if cnt > W else [])
         for av, off, c in halves:
             lw.emit(f"const {vt} {av} = {v}::load_f32({aoff}{off}, {c});")
-        for col, bp in zip(parts, bps):
+        for col, bp, sh in zip(parts, bps, shifts):
             lo, hi = lw.fresh("blo"), lw.fresh("bhi")
-            lw.emit(f"{vt} {lo}, {hi}; {v}::load2_{fmt.name}({bp} + {e0}, {cnt}, {lo}, {hi});")
+            lw.emit(f"{vt} {lo}, {hi}; {widen2_call(lw, fmt, bp, g, e0, cnt, sh, lo, hi)};")
             for (av, _, _), bv in zip(halves, (lo, hi)):
                 lw.emit(f"{col[part]} = {v}::fma({av}, {bv}, {col[part]});")
 
