@@ -78,16 +78,21 @@ def prefetch_plan(fmt, k: int, n: int) -> tuple[int, int]:
     return pairs, (-(-lines // pairs) if pairs else 0)
 
 
-def emit_prefetch(lw, fmt, cols, k: int, n: int, blk: str) -> None:
-    """This pair's share of the prefetches (blk: the pair's first block), into L2 (prefetcht1): they run a
-    kernel's worth of columns (KiBs) ahead, and prefetches into L1 from DRAM hold the few L1 fill buffers
-    that the demand loads need. A Golden Cove Xeon, 1x2048x16384 from DRAM, 1 thread: q8_0 0.68 of a read
-    sweep with T0, 0.86-0.88 with T1 (0.50 without); q4_0 0.59, 0.73-0.74. (AMD before Zen 4 fills L1 on
-    every hint.)"""
+def prefetch_slots(lw, fmt, cols, k: int, n: int, blk: str, slots: int) -> list[list[str]]:
+    """This pair's share of the prefetches (blk: the pair's first block) into L2, dealt out evenly over
+    ``slots`` points of the pair's work (the kernels emit slot i after their i-th column's products): the
+    statements of each slot. Into L2 (prefetcht1): they run a kernel's worth of columns (KiBs) ahead, and
+    prefetches into L1 from DRAM hold the few L1 fill buffers that the demand loads need (a Golden Cove
+    Xeon, 1x2048x16384 from DRAM, 1 thread: q8_0 0.68 of a read sweep with T0, 0.86-0.88 with T1, 0.50
+    without; AMD before Zen 4 fills L1 on every hint). Dealt out between the loads (``prefetch_l2_here``
+    keeps each where it is written), not in one burst at the pair's start: q4_0 0.79 -> 1.00 of the sweep,
+    q8_0 0.91 -> 1.08-1.12 (same CPU and shape)."""
     _, per = prefetch_plan(fmt, k, n)
     nxt = f"reinterpret_cast<const char*>({cols[-1][0]}) + {column_bytes(fmt, k)}"
+    out: list[list[str]] = [[] for _ in range(slots)]
     for u in range(per):
-        lw.emit(f"_mm_prefetch({nxt} + ({blk} / 2 * {per} + {u}) * {LINE}, _MM_HINT_T1);")
+        out[u * slots // per].append(f"{lw.rt}::prefetch_l2_here({nxt} + ({blk} / 2 * {per} + {u}) * {LINE});")
+    return out
 
 
 def _dot_cost(op, target, vnni: bool = False) -> Features:
@@ -249,9 +254,9 @@ def _avx2_emit(lw, node, binds, vnni: bool = False) -> None:
 
     if chains == 2:
         lw.open(f"for (ix {blk} = 0; {blk} + 1 < {blocks}; {blk} += 2) {{")
-        emit_prefetch(lw, fmt, cols, k, n, blk)
-        _avx2_block(lw, fmt, aps, cols, blk, chain(0), vnni)
-        _avx2_block(lw, fmt, aps, cols, f"({blk} + 1)", chain(1), vnni)
+        slots = prefetch_slots(lw, fmt, cols, k, n, blk, 2 * n)  # after each column of both blocks
+        _avx2_block(lw, fmt, aps, cols, blk, chain(0), vnni, slots[:n])
+        _avx2_block(lw, fmt, aps, cols, f"({blk} + 1)", chain(1), vnni, slots[n:])
         lw.close()
     if blocks % 2 or chains == 1:
         _avx2_block(lw, fmt, aps, cols, str(blocks - 1), chain(0), vnni)
@@ -274,9 +279,10 @@ def _products(u: str, s: str, vnni: bool) -> str:
     return f"_mm256_madd_epi16(_mm256_maddubs_epi16({u}, {s}), ones16)"
 
 
-def _avx2_block(lw, fmt, aps, cols, blk: str, accs, vnni: bool) -> None:
+def _avx2_block(lw, fmt, aps, cols, blk: str, accs, vnni: bool, prefetches=None) -> None:
     """One block of 32 values: each column's weights widened once (and |qb|), then for every row its
-    integer block sum with that column, times sa * sb, into the row and column's accumulator."""
+    integer block sum with that column, times sa * sb, into the row and column's accumulator; after column
+    j, the statements prefetches[j] (prefetch_slots)."""
     zero_i8 = fmt.name == "i8" and fmt.zero
     lw.open("{")
     sas, qas = [], []
@@ -302,6 +308,8 @@ def _avx2_block(lw, fmt, aps, cols, blk: str, accs, vnni: bool) -> None:
                 lw.emit(f"{p} = _mm256_sub_epi32({p}, _mm256_mullo_epi32({qa}s, _mm256_set1_epi32({z})));")
             acc = accs[r][j]
             lw.emit(f"{acc} = _mm256_fmadd_ps(_mm256_cvtepi32_ps({p}), _mm256_set1_ps({sa} * {sbv}), {acc});")
+        for stmt in prefetches[j] if prefetches else ():
+            lw.emit(stmt)
     lw.close()
 
 

@@ -16,8 +16,9 @@ Cheaper per block than ``dot_int``'s sign trick, with the same exact integer blo
   FMA'd with ``sa * sb`` of their block (one multiply and one permute per step);
 - up to 8 outputs (rows x columns) per kernel (A's rearranged rows shared by its columns, each column's
   nibbles by its rows); each step prefetches the bytes that follow the kernel's
-  last column, a share per step, so that the columns of a ``for n`` loop are read as one stream (without
-  it, several short interleaved streams defeat the hardware prefetchers: 2-3x slower from DRAM here).
+  last column, a share per step dealt out between its columns (quant_int.prefetch_slots), so that the
+  columns of a ``for n`` loop are read as one stream (without it, several short interleaved streams defeat
+  the hardware prefetchers: 2-3x slower from DRAM here).
 
 ``dot_int4_vnni`` (without zero points): the same with AVX-512 VNNI's ``vpdpbusd``: per row the offsets
 as int32 lanes, negated, once per step; per row and column two ``vpdpbusd`` onto them (the nibbles by A's
@@ -33,8 +34,8 @@ from morello_build.target.kernels.common import KernelDef
 from morello_build.target.kernels.quant_int import (
     block_ptr,
     dot_applies,
-    emit_prefetch,
     prefetch_plan,
+    prefetch_slots,
     prologue,
     scale_zero,
 )
@@ -97,7 +98,7 @@ def _cost(op, target, vnni: bool = False) -> Features:
 def _emit(lw, node, binds, vnni: bool = False) -> None:
     c, aps, cols, blk = prologue(lw, node, binds, "dot_int4_vnni" if vnni else "dot_int4")
     fmt, (_, m, k, n) = binds[1].dtype, node.spec.op.iter_shape
-    pairs, per = prefetch_plan(fmt, k, n)
+    pairs = prefetch_plan(fmt, k, n)[0]
     accs = [[lw.fresh("acc") for _ in range(n)] for _ in range(m)]
     lw.emit("__m256 " + ", ".join(f"{x} = _mm256_setzero_ps()" for row in accs for x in row) + ";")
     offs = "_mm256_set1_epi8(1)" if fmt.zero else "_mm256_set1_epi8(8)"  # sum qa per lane, or 8 times it
@@ -110,8 +111,7 @@ def _emit(lw, node, binds, vnni: bool = False) -> None:
     if pairs:
         lw.emit("const __m256i pair_lanes = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);")
         lw.open(f"for (ix {blk} = 0; {blk} + 1 < {k // BLOCK}; {blk} += 2) {{")
-        emit_prefetch(lw, fmt, cols, k, n, blk)  # the following columns' bytes: this pair's share
-        _pair(lw, fmt, aps, cols, blk, accs, vnni)
+        _pair(lw, fmt, aps, cols, blk, accs, vnni, prefetch_slots(lw, fmt, cols, k, n, blk, n))
         lw.close()
     if k // BLOCK % 2:
         _single(lw, fmt, aps, cols, str(k // BLOCK - 1), accs, vnni)
@@ -129,8 +129,9 @@ def _load(p: str, bits: int = 256) -> str:
     return f"_mm{bits if bits > 128 else ''}_loadu_si{bits}(reinterpret_cast<const __m{bits}i*>({p}))"
 
 
-def _pair(lw, fmt, aps, cols, blk: str, accs, vnni: bool) -> None:
-    """Blocks blk and blk + 1: A's rows rearranged to the weights' order, then every column and row."""
+def _pair(lw, fmt, aps, cols, blk: str, accs, vnni: bool, prefetches) -> None:
+    """Blocks blk and blk + 1: A's rows rearranged to the weights' order, then every column and row, each
+    column followed by its slot of the following columns' prefetches (prefetch_slots)."""
     rows = []
     for ap in aps:
         x0, x1, lo, hi, corr, sa = (lw.fresh(s) for s in ("x", "x", "alo", "ahi", "corr", "sa"))
@@ -182,6 +183,8 @@ def _pair(lw, fmt, aps, cols, blk: str, accs, vnni: bool) -> None:
             scale = f"_mm256_permutevar8x32_ps(_mm256_castps128_ps256(_mm_mul_ps({sa}, {sb})), pair_lanes)"
             acc = accs[r][j]
             lw.emit(f"{acc} = _mm256_fmadd_ps(_mm256_cvtepi32_ps({sums}), {scale}, {acc});")
+        for stmt in prefetches[j]:
+            lw.emit(stmt)
 
 
 def _offset(corr: str, zv: str | None) -> str:
