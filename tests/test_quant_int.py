@@ -334,6 +334,14 @@ def test_dot_int_deals_its_prefetches_between_columns(spec):
     assert len(at) >= 3 and all(b - a > 1 for a, b in zip(at, at[1:])), at
 
 
+def test_dot_int_prefetches_separate_scales_and_zero_points():
+    """Formats that keep scales and zero points apart: each array is a stream the kernel prefetches."""
+    header = synthesize_header("matmul 1x256x8 b=i4:col group=32 scales=f16 zero aquant=i8", isa="avx2", threads=1)
+    body = header.split("// dot_int")[1]
+    for array in ("bp", "sp", "zp"):  # values, scales, zero points (quant_int._pointers' names)
+        assert f"prefetch_l2_here(reinterpret_cast<const char*>({array}" in body, array
+
+
 def test_dot_int4_reads_one_stream_with_fewer_instructions():
     from dataclasses import replace
 
