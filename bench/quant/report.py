@@ -46,7 +46,7 @@ def markdown(rows, meta) -> str:
         "",
         f"CPU: {meta['cpu']}; load average at the end {tuple(round(v, 2) for v in meta['load_average'])}; "
         f"{meta['rounds']} interleaved rounds of {meta['calls']} calls, medians; weights rotated over "
-        f">= {meta['rotate_mib']} MiB of copies (from DRAM).",
+        f">= {meta['rotate_mib']} MiB of copies (from DRAM); our kernels' cost profile: {meta.get('profile', 'host')}.",
         "",
         "- GB/s: weight bytes of one call as the implementation stores them / time. `of sweep`: that over the",
         "  same-process read sweep of the format's bytes on the same thread count. `vs best peer`: the fastest",

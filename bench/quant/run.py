@@ -136,7 +136,7 @@ class Workload:
 
         specs = [f"matmul {m}x{self.k}x{self.n} a=f32 b=bf16:col c=f32" for m in MS]
         t0 = time.time()
-        kernels = pyapi.compile_kernels(specs)
+        kernels = pyapi.compile_kernels(specs, profile=self.args.profile)
         self.log(f"{self.name}: our bf16 kernels ready ({time.time() - t0:.0f} s)")
         for mi, kern in enumerate(kernels):
             self._add(mi, peers.our_impl("ours bf16", "bf16", kern, self.xs[mi], self.bf16, False))
@@ -164,7 +164,7 @@ class Workload:
         from morello_build.tools import pyapi
 
         try:
-            return pyapi.compile_kernels([tmpl.format(m=m, k=self.k, n=self.n) for m in MS])
+            return pyapi.compile_kernels([tmpl.format(m=m, k=self.k, n=self.n) for m in MS], profile=self.args.profile)
         except Exception as e:  # the generator rejects the spec
             spec = tmpl.format(m="M", k=self.k, n=self.n)
             self.errors.append(f"ours `{spec}`: skipped ({str(e).splitlines()[0][:110]})")
@@ -305,6 +305,7 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="first workload only, 5 rounds")
     ap.add_argument("--filter", default="", help="only implementations whose name contains this (sweeps kept)")
     ap.add_argument("--threads", type=int, nargs="+", default=THREADS, help="thread counts (default: 1 2)")
+    ap.add_argument("--profile", default=None, help="cost profile of our kernels (a calibrate file; default: host)")
     args = ap.parse_args()
     if args.quick:
         args.rounds = min(args.rounds, 5)
@@ -351,6 +352,7 @@ def main() -> int:
         "rounds": args.rounds,
         "calls": args.calls,
         "rotate_mib": rotation_bytes(args.rotate_mib) >> 20,
+        "profile": args.profile or "host",
         "notes": notes,
     }
     (args.out / "quant.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
