@@ -112,8 +112,7 @@ def _cost(op, target, cols: int | None = None):
     )
     scale_lines = ceil(n * k * fmt.scale_bytes / 64) if op.b.level == Level.GL else 0
     feats += scale_features(fmt, n, groups) + short_columns(op, target)
-    trips, _, offsets = _prefetches(op, target, cols)
-    feats += Features.of(vec_load=n * trips * len(offsets))  # prefetches
+    feats += prefetch_loads(_prefetches(op, target, cols), n)
     return feats + lines_read(op.a) + streams_read(op.b, n) + Features.of(gl_line=scale_lines)
 
 
@@ -138,6 +137,12 @@ def prefetch_plan(b, k: int, W: int, u: int, target, rows: int = 1) -> tuple[int
         return 0, False, ()
     trips, values = (k // G * (full // u), u * W) if rolled else (k // G, G)
     return trips, rolled, prefetch_offsets(target, values * fmt.bytes, rows)
+
+
+def prefetch_loads(plan, cols: int) -> Features:
+    """The prefetches of a prefetch_plan in each of ``cols`` columns: a vec_load per offset per trip."""
+    trips, _, offsets = plan
+    return Features.of(vec_load=cols * trips * len(offsets))
 
 
 def _chains(n: int, chunks: int) -> int:

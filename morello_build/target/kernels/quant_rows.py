@@ -25,6 +25,7 @@ from morello_build.target.kernels.quant import (
     column_pointers,
     group_loop,
     prefetch_head,
+    prefetch_loads,
     prefetch_plan,
     scale_features,
     scale_vector,
@@ -88,8 +89,7 @@ def _cost(op, target):
     )
     scale_lines = ceil(n * k * fmt.scale_bytes / 64) if op.b.level == Level.GL else 0
     feats += scale_features(fmt, n, groups) + Features.of(gl_line=scale_lines) + short_columns(op, target)
-    trips, _, offsets = _prefetch_plan(op, target)
-    feats += Features.of(vec_load=n * trips * len(offsets))  # prefetches
+    feats += prefetch_loads(_prefetch_plan(op, target), n)
     return feats + lines_read(op.a) + streams_read(op.b, n)
 
 
