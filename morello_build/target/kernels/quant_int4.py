@@ -50,7 +50,7 @@ def _applies(op, target, vnni: bool = False) -> bool:
         dot_applies(op, target, max_cols=MAX_OUTPUTS)
         and fmt.name in ("q4_0", "i4")
         and not (vnni and fmt.zero)  # z * sum qa per column: dot_int4's int16 mullo
-        and _vector_regs(op, target) <= target.vector_regs
+        and _vector_regs(op, target, vnni) <= target.vector_regs
     )
 
 
@@ -76,7 +76,7 @@ def _cost(op, target, vnni: bool = False) -> Features:
     z, zsplit = int(fmt.zero), int(fmt.zero and _zero_halves(fmt, k))
     single = blocks % 2  # the odd last block: the same per block, no pairing
     v = int(vnni)
-    spill = max(0, m * n + 4 * m + 7 + z - target.vector_regs)  # values on the stack: a store, 2 loads a step
+    spill = max(0, _vector_regs(op, target, vnni) + 4 * m - target.vector_regs)  # on the stack: a store, 2 loads a step
     feats = Features.of(
         vec_load=pairs * (4 * m + (1 + q4) * n + per + 2 * spill) + single * (2 * m + n),
         vec_store=pairs * spill,
@@ -270,11 +270,12 @@ def _single(lw, fmt, aps, cols, blk: str, accs, vnni: bool) -> None:
     lw.close()
 
 
-def _vector_regs(op, target) -> int:
+def _vector_regs(op, target, vnni: bool = False) -> int:
     _, m, _, n = op.iter_shape
-    # accumulators, 3 constants and 4 temporaries (A's per-row halves, offsets and scales can live on the
-    # stack: memory operands, priced in _cost); zero points: one more temporary (a column's)
-    return m * n + 7 + int(op.b.dtype.zero)
+    # accumulators, the constants (m15, offs and, but for VNNI, madd's ones16) and 4 temporaries (A's
+    # per-row halves, offsets and scales can live on the stack: memory operands, priced in _cost); zero
+    # points: one more temporary (a column's)
+    return m * n + 3 - int(vnni) + 4 + int(op.b.dtype.zero)
 
 
 DOT_INT4 = KernelDef(
@@ -297,5 +298,5 @@ DOT_INT4_VNNI = KernelDef(
     emit=lambda lw, node, binds: _emit(lw, node, binds, vnni=True),
     doc="dot_int4 without zero points, with AVX-512 VNNI's vpdpbusd (on ymm, AVX512VL) in place of maddubs and madd",
     features=frozenset({"avx512vnni", "avx512vl", "f16c"}),
-    vector_regs=_vector_regs,
+    vector_regs=lambda op, target: _vector_regs(op, target, vnni=True),
 )
