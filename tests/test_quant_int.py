@@ -41,11 +41,14 @@ SPECS = [
     "matmul 3x96x5 b=q4_0 aquant=i8",
     "matmul 1x160x13 b=i4:col group=32 scales=f16 zero aquant=i8",  # dot_int4 with zero points: 8 + 5 columns
     "matmul 1x192x9 b=i4:col group=64 scales=f16 zero aquant=i8",  # groups of 64, an odd pair count
-    # zero points on VNNI (dot_int4_vnni): an odd block count in groups of 32 at N = 1, a pair straddling two
-    # groups (channel, K = 96), groups of 128 at a prime N, groups of 64 on 3 x 2 (an odd pair count)
+    # zero points on VNNI (dot_int4_vnni): an odd block count in groups of 32 at N = 1, groups of 128 at a prime
+    # N (madd_epi16 by z: 1 and 2 rows); 3 and 4 rows (16 - z added to the nibbles): groups of 64 (an odd pair
+    # count), channel (K = 96: a pair in one group, then the odd block), groups of 32 (7 blocks)
     "matmul 1x224x1 b=i4:col group=32 scales=f32 zero aquant=i8",
     "matmul 2x384x7 b=i4:col group=128 scales=f16 zero aquant=i8",
     "matmul 3x320x2 b=i4:col group=64 scales=bf16 zero aquant=i8",
+    "matmul 3x96x2 b=i4:col group=channel scales=f16 zero aquant=i8",
+    "matmul 4x224x2 b=i4:col group=32 scales=f32 zero aquant=i8",
 ]
 # dot_int4 with zero points where the search picks dot_int: 4 x 2, 2 x 3 and 1 x 3 tiles (test_dot_int4_tiles).
 FORCED = [
@@ -232,10 +235,14 @@ def test_kernels_match_the_exact_semantics(isa, tmp_path):
 
 def test_vnni_targets_run_dot_int4_vnni():
     """On avx512_bf16 (VNNI) the 4-bit specs run dot_int4_vnni, zero points included (tested above against
-    numpy: M = 1..3, odd block and pair counts, N = 1 and primes, groups of 32, 64, 128 and channel)."""
+    numpy: M = 1..4, odd block and pair counts, N = 1 and primes, groups of 32, 64, 128 and channel), by both
+    of its ways with zero points (madd_epi16 by z; 16 - z added to the nibbles: from 3 rows on)."""
+    folded = 0
     for text, header in zip(SPECS, _headers("avx512_bf16"), strict=True):
         if parse_spec(text).dtypes[1].name in ("q4_0", "i4"):
             assert "// dot_int4_vnni:" in header and "// dot_int4:" not in header, text
+            folded += "_mm256_add_epi8(" in header
+    assert folded == 3
 
 
 @pytest.mark.parametrize("m", [1, 4])
