@@ -158,7 +158,7 @@ def _pair(lw, fmt, aps, cols, blk: str, accs, vnni: bool) -> None:
             lw.emit(f"const __m256i {x1}s = _mm256_shuffle_epi8({x1}, evens_odds);")
             lw.emit(f"const __m256i {lo} = _mm256_permute4x64_epi64(_mm256_unpacklo_epi64({x0}s, {x1}s), 0xD8);")
             lw.emit(f"const __m256i {hi} = _mm256_permute4x64_epi64(_mm256_unpackhi_epi64({x0}s, {x1}s), 0xD8);")
-        if vnni:  # -8 * sum qa (zero points: -sum qa), 4 values a lane, as int32: where each output's sums start
+        if vnni:  # -offs * sum qa (_OFFSET), 4 values a lane, as int32: where each output's sums start
             both = f"_mm256_dpbusd_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), offs, {lo}), offs, {hi})"
             lw.emit(f"const __m256i {corr} = _mm256_sub_epi32(_mm256_setzero_si256(), {both});")
         else:
@@ -206,9 +206,9 @@ def _offset(corr: str, zv: str | None) -> str:
 
 
 def _vnni_base(corr: str, zv: str | None) -> str:
-    """The int32 lanes a VNNI output's sums start at: -8 * sum qa as is, or -sum qa (at most 8 * 127 in
-    magnitude: its low 16 bits, the high ones its sign) times the column's z (in the low 16 bits, the high
-    ones 0) by madd_epi16, exactly (one uop; mullo_epi32 is two)."""
+    """The int32 lanes a VNNI output's sums start at: the row's offsets as they are (-8 or -16 * sum qa), or
+    -sum qa (at most 8 * 127 in magnitude: its low 16 bits, the high ones its sign) times the column's z (in
+    the low 16 bits, the high ones 0) by madd_epi16, exactly (one uop; mullo_epi32 is two)."""
     return f"_mm256_madd_epi16({corr}, {zv})" if zv else corr
 
 
@@ -220,7 +220,7 @@ def _zero_width(m: int, vnni: bool) -> int:
     return 16 if not vnni else 8 if m > 2 else 32
 
 
-_OFFSET = {16: 1, 32: 1, 8: 16}  # with zero points, by _zero_width: each row's offsets are this times sum qa
+_OFFSET = {16: 1, 32: 1, 8: 16}  # offs by _zero_width with zero points (without: 8): the offsets are offs * sum qa
 
 
 def _plus(x: str, zc: str | None) -> str:
@@ -294,7 +294,7 @@ def _single(lw, fmt, aps, cols, blk: str, accs, vnni: bool) -> None:
         if fmt.name == "i4":
             x = f"_mm256_permute4x64_epi64(_mm256_shuffle_epi8({x}, evens_odds), 0xD8)"
         lw.emit(f"const __m256i {a} = {x};")
-        if vnni:  # -8 * sum qa (zero points: -sum qa) as int32 lanes
+        if vnni:  # -offs * sum qa (_OFFSET) as int32 lanes
             lw.emit(
                 f"const __m256i {corr} = _mm256_sub_epi32(_mm256_setzero_si256(), "
                 f"_mm256_dpbusd_epi32(_mm256_setzero_si256(), offs, {a}));"
@@ -354,7 +354,7 @@ DOT_INT4_VNNI = KernelDef(
     applies=lambda op, target: _applies(op, target, vnni=True),
     cost=lambda op, target: _cost(op, target, vnni=True),
     emit=lambda lw, node, binds: _emit(lw, node, binds, vnni=True),
-    doc="dot_int4 with AVX-512 VNNI's vpdpbusd (on ymm, AVX512VL) in place of maddubs and madd (zero points: one madd)",
+    doc="dot_int4 with AVX-512 VNNI's vpdpbusd (on ymm, AVX512VL) in place of maddubs and madd, zero points included",
     features=frozenset({"avx512vnni", "avx512vl", "f16c"}),
     vector_regs=lambda op, target: _vector_regs(op, target, vnni=True),
 )
