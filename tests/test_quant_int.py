@@ -40,7 +40,15 @@ SPECS = [
     "matmul 2x128x4 b=i4:col group=64 scales=f32 aquant=i8",
     "matmul 3x96x5 b=q4_0 aquant=i8",
     "matmul 1x160x13 b=i4:col group=32 scales=f16 zero aquant=i8",  # dot_int4 with zero points: 8 + 5 columns
-    "matmul 1x192x9 b=i4:col group=64 scales=f16 zero aquant=i8",  # groups of 64, an odd block count
+    "matmul 1x192x9 b=i4:col group=64 scales=f16 zero aquant=i8",  # groups of 64, an odd pair count
+    # zero points on VNNI (dot_int4_vnni): an odd block count in groups of 32 at N = 1, groups of 128 at a prime
+    # N (madd_epi16 by z: 1 and 2 rows); 3 and 4 rows (16 - z added to the nibbles): groups of 64 (an odd pair
+    # count), channel (K = 96: a pair in one group, then the odd block), groups of 32 (7 blocks)
+    "matmul 1x224x1 b=i4:col group=32 scales=f32 zero aquant=i8",
+    "matmul 2x384x7 b=i4:col group=128 scales=f16 zero aquant=i8",
+    "matmul 3x320x2 b=i4:col group=64 scales=bf16 zero aquant=i8",
+    "matmul 3x96x2 b=i4:col group=channel scales=f16 zero aquant=i8",
+    "matmul 4x224x2 b=i4:col group=32 scales=f32 zero aquant=i8",
 ]
 # dot_int4 with zero points where the search picks dot_int: 4 x 2, 2 x 3 and 1 x 3 tiles (test_dot_int4_tiles).
 FORCED = [
@@ -225,14 +233,26 @@ def test_kernels_match_the_exact_semantics(isa, tmp_path):
     _check_program(isa, tmp_path, SPECS)
 
 
-def test_vnni_targets_run_dot_int4_vnni_without_zero_points():
-    """On avx512_bf16 (VNNI) the 4-bit specs without zero points run dot_int4_vnni (tested above against
-    numpy: M = 1..3, an odd block count, prime N, one block alone); with zero points dot_int4."""
+def test_vnni_targets_run_dot_int4_vnni():
+    """On avx512_bf16 (VNNI) the 4-bit specs run dot_int4_vnni, zero points included (tested above against
+    numpy: M = 1..4, odd block and pair counts, N = 1 and primes, groups of 32, 64, 128 and channel), by both
+    of its ways with zero points (madd_epi16 by z; 16 - z added to the nibbles: from 3 rows on)."""
+    folded = 0
     for text, header in zip(SPECS, _headers("avx512_bf16"), strict=True):
-        fmt = parse_spec(text).dtypes[1]
-        if fmt.name in ("q4_0", "i4"):
-            assert ("// dot_int4_vnni:" in header) == (not fmt.zero), text
-            assert ("// dot_int4:" in header) == bool(fmt.zero), text
+        if parse_spec(text).dtypes[1].name in ("q4_0", "i4"):
+            assert "// dot_int4_vnni:" in header and "// dot_int4:" not in header, text
+            folded += "_mm256_add_epi8(" in header
+    assert folded == 3
+
+
+@pytest.mark.parametrize("m", [1, 4])
+def test_search_picks_dot_int4_vnni_for_zero_points(m):
+    """The decode GEMV with i4 zero points on a VNNI target: dot_int4_vnni (per output and step two
+    vpdpbusd onto madd_epi16 of -sum qa by z, where dot_int4 spends 2 maddubs, add, mullo, sub and madd)."""
+    target = get_target("avx512_bf16", threads=2)
+    u = parse_spec(f"matmul {m}x2048x16384 b=i4:col group=32 scales=f16 zero aquant=i8")
+    impl, _ = synthesize(u.to_spec(target.limits()), target)
+    assert {n.name for n in walk(impl) if isinstance(n, Kernel) and n.name.startswith("dot_")} == {"dot_int4_vnni"}
 
 
 def _check_program(isa: str, tmp: Path, specs, headers=None) -> None:

@@ -169,12 +169,9 @@ def _setup(lw, node, binds, kind: str):
 
 def chunks(lw, full: int, u: int, body, head=None) -> None:
     """Call body(chunk expression, accumulator index) for chunks 0..full-1, u per loop trip; head(chunk
-    expression), if given, at the start of every trip of the loop."""
-    trips = full // u
-    if trips == 1:
-        for j in range(u):
-            body(str(j), j)
-    elif trips > 1:
+    expression), if given, at the start of every trip of the loop (none where it is unrolled: loop_trips)."""
+    trips = loop_trips(full, u)
+    if trips:
         ch = lw.fresh("ch")
         lw.open(f"for (ix {ch} = 0; {ch} < {trips * u}; {ch} += {u}) {{")
         if head:
@@ -182,8 +179,14 @@ def chunks(lw, full: int, u: int, body, head=None) -> None:
         for j in range(u):
             body(f"({ch} + {j})" if j else ch, j)
         lw.close()
-    for j in range(full - trips * u):
-        body(str(trips * u + j), j)
+    for c in range(trips * u, full):
+        body(str(c), c % u)
+
+
+def loop_trips(full: int, u: int) -> int:
+    """The trips of ``chunks``' loop over ``full`` chunks, u per trip: 0 where one trip is unrolled."""
+    trips = full // u
+    return trips if trips > 1 else 0
 
 
 def _finish(lw, outs, accs) -> None:

@@ -112,8 +112,7 @@ def _cost(op, target, cols: int | None = None):
     )
     scale_lines = ceil(n * k * fmt.scale_bytes / 64) if op.b.level == Level.GL else 0
     feats += scale_features(fmt, n, groups) + short_columns(op, target)
-    trips, _, offsets = _prefetches(op, target, cols)
-    feats += Features.of(vec_load=n * trips * len(offsets))  # prefetches
+    feats += prefetch_loads(_prefetches(op, target, cols), n)
     return feats + lines_read(op.a) + streams_read(op.b, n) + Features.of(gl_line=scale_lines)
 
 
@@ -138,6 +137,12 @@ def prefetch_plan(b, k: int, W: int, u: int, target, rows: int = 1) -> tuple[int
         return 0, False, ()
     trips, values = (k // G * (full // u), u * W) if rolled else (k // G, G)
     return trips, rolled, prefetch_offsets(target, values * fmt.bytes, rows)
+
+
+def prefetch_loads(plan, cols: int) -> Features:
+    """The prefetches of a prefetch_plan in each of ``cols`` columns: a vec_load per offset per trip."""
+    trips, _, offsets = plan
+    return Features.of(vec_load=cols * trips * len(offsets))
 
 
 def _chains(n: int, chunks: int) -> int:
@@ -218,7 +223,7 @@ def _emit(lw, node, binds) -> None:
         accs = [pairwise_sum(lw, col) for col in parts]
     else:
         accs = _zeroed(lw, [[lw.fresh("acc")] for _ in range(n)])
-        _grouped(lw, fmt, [col[0] for col in accs], ap, bps, sps, zps, k, u, *_prefetch_head(lw, op, bps))
+        _grouped(lw, fmt, [col[0] for col in accs], ap, bps, sps, zps, k, u, _prefetch_head(lw, op, bps))
         accs = [col[0] for col in accs]
     for j, acc in enumerate(accs):
         lw.emit(f"{lw.elem(c, (0, 0, j))} += {v}::hsum({acc});")
@@ -301,35 +306,49 @@ def _zeroed(lw, names):
     return names
 
 
-def _grouped(lw, fmt, accs, ap, bps, sps, zps, k, u, head=None, per_chunk_trip=False) -> None:
-    """Formats with scales: per group, unscaled partial sums over u chains, then acc += partial * scale;
-    head(a trip's first element), if given, at the start of every group (or ``per_chunk_trip``: of every
-    trip of the group's rolled chunk loop)."""
-    vt, v, G = lw.target.vtype, lw.v, fmt.group
+def group_loop(lw, fmt, k: int, prefetch, body):
+    """body(g, trip_head) for each group of a column's K values (g: the group's index, a C expression; a
+    loop where K holds several groups); body's result returned. ``prefetch``, prefetch_head's (head,
+    rolled): the group's prefetches at its start, or, where rolled, trip_head(a trip's first value) for
+    body's rolled chunk loop to call at the start of every trip (else None)."""
+    G = fmt.group if fmt.group > 1 else k
     groups = k // G
     g = "0"
     if groups > 1:
         g = lw.fresh("g")
         lw.open(f"for (ix {g} = 0; {g} < {groups}; ++{g}) {{")
+    head, rolled = prefetch
     base = f"{g} * {fmt.storage_elems(G)}" if groups > 1 else ""
-    if head and not per_chunk_trip:
+    if head and not rolled:
         head(base or "0")
-    parts = _zeroed(lw, [[lw.fresh("part") for _ in range(u)] for _ in accs])
-    shifts = []
-    for j in range(len(accs)):
-        if fmt.name == "i4":  # subtracted from the nibbles inside load_i4
-            shifts.append(f"int({zps[j]}[{g}])" if fmt.zero else "8")
-        elif (z := zero_value(lw, fmt, bps[j], zps[j] if zps else "", g)) is not None:
-            shifts.append(lw.fresh("zv"))
-            lw.emit(f"const {vt} {shifts[-1]} = {v}::bcast({z});")
-        else:
-            shifts.append(None)
-    trip_head = (lambda first: head(" + ".join(filter(None, (base, elems(fmt, first)))))) if per_chunk_trip else None
-    _group_chunks(lw, fmt, parts, ap, bps, shifts, g, G, trip_head)
-    for acc, col, bp, sp in zip(accs, parts, bps, sps or [None] * len(accs)):
-        lw.emit(f"{acc} = {v}::fma({pairwise_sum(lw, col)}, {scale_vector(lw, fmt, bp, sp, g)}, {acc});")
+    trip_head = (lambda first: head(" + ".join(filter(None, (base, elems(fmt, first)))))) if head and rolled else None
+    out = body(g, trip_head)
     if groups > 1:
         lw.close()
+    return out
+
+
+def _grouped(lw, fmt, accs, ap, bps, sps, zps, k, u, prefetch=(None, False)) -> None:
+    """Formats with scales: per group (group_loop, which places ``prefetch``, prefetch_head's), unscaled
+    partial sums over u chains, then acc += partial * scale."""
+    vt, v = lw.target.vtype, lw.v
+
+    def group(g: str, trip_head) -> None:
+        parts = _zeroed(lw, [[lw.fresh("part") for _ in range(u)] for _ in accs])
+        shifts = []
+        for j in range(len(accs)):
+            if fmt.name == "i4":  # subtracted from the nibbles inside load_i4
+                shifts.append(f"int({zps[j]}[{g}])" if fmt.zero else "8")
+            elif (z := zero_value(lw, fmt, bps[j], zps[j] if zps else "", g)) is not None:
+                shifts.append(lw.fresh("zv"))
+                lw.emit(f"const {vt} {shifts[-1]} = {v}::bcast({z});")
+            else:
+                shifts.append(None)
+        _group_chunks(lw, fmt, parts, ap, bps, shifts, g, fmt.group, trip_head)
+        for acc, col, bp, sp in zip(accs, parts, bps, sps or [None] * len(accs)):
+            lw.emit(f"{acc} = {v}::fma({pairwise_sum(lw, col)}, {scale_vector(lw, fmt, bp, sp, g)}, {acc});")
+
+    group_loop(lw, fmt, k, prefetch, group)
 
 
 def _group_chunks(lw, fmt, parts, ap, bps, shifts, g: str, G: int, head=None) -> None:

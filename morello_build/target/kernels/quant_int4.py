@@ -20,10 +20,18 @@ Cheaper per block than ``dot_int``'s sign trick, with the same exact integer blo
   columns of a ``for n`` loop are read as one stream (without it, several short interleaved streams defeat
   the hardware prefetchers: 2-3x slower from DRAM here).
 
-``dot_int4_vnni`` (without zero points): the same with AVX-512 VNNI's ``vpdpbusd``: per row the offsets
-as int32 lanes, negated, once per step; per row and column two ``vpdpbusd`` onto them (the nibbles by A's
-halves) in place of two ``maddubs``, an add, a sub and a ``madd``. The same exact integer sums: ``vpdpbusd``
-adds the same 4 products a lane in int32, and the int16 sums above never saturate.
+``dot_int4_vnni``: the same with AVX-512 VNNI's ``vpdpbusd``: per row the offsets as int32 lanes, negated,
+once per step; per row and column two ``vpdpbusd`` onto them (the nibbles by A's halves) in place of two
+``maddubs``, an add, a sub and a ``madd``. With zero points the row's lanes are -sum qa (``vpdpbusd`` of 1s,
+8 values a lane: at most 1,016 in magnitude, so an int16 in the lane's low half, its sign in the high half)
+and each output's sums start at ``madd_epi16`` of them by the column's z (in each int32 lane's low half, 0
+in the high half): -z * sum qa exactly, one instruction per row and column (``mullo_epi32`` would be two
+micro-ops and 10 cycles' latency on Intel; subtracting ``vpdpbusd`` of z's bytes by A's halves, three). With
+more than 2 rows, two per column instead: the bytes 16 - z added to the column's nibbles (q + 16 - z, 1..31,
+is an unsigned byte for ``vpdpbusd``), and the rows' offsets are 16 * sum qa, as 8 * sum qa without zero
+points (1x2048x16384 i4 g32 at M = 4, 4x2 tiles, warm, Intel Xeon: 2.4% faster than the madd). The
+same exact integer sums: ``vpdpbusd`` adds the same 4 products a lane in int32, and the int16 sums above
+never saturate.
 """
 
 from __future__ import annotations
@@ -42,7 +50,6 @@ from morello_build.target.kernels.quant_int import (
 
 MAX_OUTPUTS = 8  # rows x columns per kernel: M = 1 takes 8 columns, M = 4 4 x 2
 _EVENS_ODDS = "0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15"
-_ZSPREAD = ", ".join(["0, -128"] * 8 + ["1, -128"] * 8)  # byte 0 to the low half's 16-bit lanes, byte 1 to the high
 
 
 def _applies(op, target, vnni: bool = False) -> bool:
@@ -50,8 +57,7 @@ def _applies(op, target, vnni: bool = False) -> bool:
     return (
         dot_applies(op, target, max_cols=MAX_OUTPUTS)
         and fmt.name in ("q4_0", "i4")
-        and not (vnni and fmt.zero)  # z * sum qa per column: dot_int4's int16 mullo
-        and _vector_regs(op, target) <= target.vector_regs
+        and _vector_regs(op, target, vnni) <= target.vector_regs
     )
 
 
@@ -67,9 +73,12 @@ def _cost(op, target, vnni: bool = False) -> Features:
     broadcast); per row and column maddubs, madd, sub, convert, the broadcast of sa * sb and the FMA (zero
     points: a mullo). Prefetches are loads; B is read as one stream (the prefetches make the n columns one
     sequential run). Where registers run out (_vector_regs counts those the loop needs), each value beyond
-    them costs a store and two loads a step. VNNI (no zero points): the offsets' maddubs become dpbusd and
-    their add a sub (the negation; the odd block: one more sub a row); per row and column 2 dpbusd and the
-    convert in place of 2 maddubs, madd, add, sub and convert (the odd block: a dpbusd and the convert)."""
+    them costs a store and two loads a step. VNNI: the offsets' maddubs become dpbusd and their add a sub
+    (the negation; the odd block: one more sub a row); per row and column 2 dpbusd and the convert in place
+    of 2 maddubs, madd, add, sub and convert (the odd block: a dpbusd and the convert); zero points: the z
+    to 32-bit lanes as dot_int4's to 16-bit lanes, per row and column a madd in place of the mullo, or with
+    more than 2 rows (_zero_width 8) per column 16 - z to bytes (one more scalar op) and its 2 adds to the
+    nibbles, and no madd."""
     fmt, (_, m, k, n) = op.b.dtype, op.iter_shape
     blocks = k // BLOCK
     pairs, per = prefetch_plan(fmt, k, n)
@@ -77,16 +86,20 @@ def _cost(op, target, vnni: bool = False) -> Features:
     z, zsplit = int(fmt.zero), int(fmt.zero and _zero_halves(fmt, k))
     single = blocks % 2  # the odd last block: the same per block, no pairing
     v = int(vnni)
-    spill = max(0, m * n + 4 * m + 7 + z - target.vector_regs)  # values on the stack: a store, 2 loads a step
+    products = 3 - v  # per row and column and pair: 2 maddubs and a madd, or 2 dpbusd (the odd block: one fewer)
+    fold = int(fmt.zero and _zero_width(m, vnni) == 8)  # 16 - z added to each column's nibbles: 2 adds, 1 scalar
+    zmul = z - fold  # zero points: per row and column a multiply by z (mullo_epi16, or VNNI's madd_epi16)
+    spill = max(0, _vector_regs(op, target, vnni) + 4 * m - target.vector_regs)  # on the stack: a store, 2 loads a step
     feats = Features.of(
         vec_load=pairs * (4 * m + (1 + q4) * n + per + 2 * spill) + single * (2 * m + n),
         vec_store=pairs * spill,
-        vec_op=pairs * (m + n * (5 + z) + (3 - 2 * v) * m * n) + single * (v * m + n * (2 + z) + (2 - v) * m * n),
+        vec_op=pairs * (m + n * (5 + z + 2 * fold) + (3 - 2 * v) * m * n)
+        + single * (v * m + n * (2 + z + fold) + (2 - v) * m * n),
         vec_shuffle=pairs * (m * (3 + 4 * i4) + n * (q4 + (1 + zsplit) * z) + m * n)
         + single * (2 * i4 * m + n * (1 + z) + m * n),
-        vec_imul=pairs * (2 * m + (3 + z - v) * m * n) + single * (m + (2 + z - v) * m * n),
+        vec_imul=pairs * (2 * m + (products + zmul) * m * n) + single * (m + (products - 1 + zmul) * m * n),
         vec_fma=(pairs * 2 + single) * m * n,
-        scalar_op=(pairs * (3 + z + 2 * (zsplit and fmt.group > BLOCK)) + single * (2 + z)) * n,
+        scalar_op=(pairs * (3 + z + fold + 2 * (zsplit and fmt.group > BLOCK)) + single * (2 + z + fold)) * n,
         hsum=m * n,
         loop_iter=pairs,
     )
@@ -101,11 +114,12 @@ def _emit(lw, node, binds, vnni: bool = False) -> None:
     pairs = prefetch_plan(fmt, k, n)[0]
     accs = [[lw.fresh("acc") for _ in range(n)] for _ in range(m)]
     lw.emit("__m256 " + ", ".join(f"{x} = _mm256_setzero_ps()" for row in accs for x in row) + ";")
-    offs = "_mm256_set1_epi8(1)" if fmt.zero else "_mm256_set1_epi8(8)"  # sum qa per lane, or 8 times it
+    width = _zero_width(m, vnni)
+    offs = f"_mm256_set1_epi8({_OFFSET[width] if fmt.zero else 8})"  # sum qa per lane times this
     ones = "" if vnni else " ones16 = _mm256_set1_epi16(1),"  # madd's: vpdpbusd sums to int32 itself
     lw.emit(f"const __m256i m15 = _mm256_set1_epi8(15),{ones} offs = {offs};")
     if fmt.zero and _zero_halves(fmt, k):
-        lw.emit(f"const __m256i zspread = _mm256_setr_epi8({_ZSPREAD});")
+        lw.emit(f"const __m256i zspread = _mm256_setr_epi8({_zspread(width)});")
     if fmt.name == "i4":
         lw.emit(f"const __m256i evens_odds = _mm256_setr_epi8({_EVENS_ODDS}, {_EVENS_ODDS});")
     if pairs:
@@ -145,7 +159,7 @@ def _pair(lw, fmt, aps, cols, blk: str, accs, vnni: bool, prefetches) -> None:
             lw.emit(f"const __m256i {x1}s = _mm256_shuffle_epi8({x1}, evens_odds);")
             lw.emit(f"const __m256i {lo} = _mm256_permute4x64_epi64(_mm256_unpacklo_epi64({x0}s, {x1}s), 0xD8);")
             lw.emit(f"const __m256i {hi} = _mm256_permute4x64_epi64(_mm256_unpackhi_epi64({x0}s, {x1}s), 0xD8);")
-        if vnni:  # -8 * sum qa, 4 values a lane, as int32: where each output's sums start
+        if vnni:  # -offs * sum qa (_OFFSET), 4 values a lane, as int32: where each output's sums start
             both = f"_mm256_dpbusd_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), offs, {lo}), offs, {hi})"
             lw.emit(f"const __m256i {corr} = _mm256_sub_epi32(_mm256_setzero_si256(), {both});")
         else:
@@ -166,14 +180,16 @@ def _pair(lw, fmt, aps, cols, blk: str, accs, vnni: bool, prefetches) -> None:
             lw.emit(f"const __m256i {v} = _mm256_inserti128_si256({x}, {_load(f'{p1} + 2', 128)}, 1);")
         else:  # the two blocks' bytes are adjacent
             lw.emit(f"const __m256i {v} = {_load(p0)};")
-        lw.emit(f"const __m256i {lo} = _mm256_and_si256({v}, m15);")
-        lw.emit(f"const __m256i {hi} = _mm256_and_si256(_mm256_srli_epi16({v}, 4), m15);")
+        width = _zero_width(len(aps), vnni)
+        zc = _zero_pair(lw, fmt, col, blk, width) if width == 8 else None  # 16 - z, added to the nibbles
+        lw.emit(f"const __m256i {lo} = {_plus(f'_mm256_and_si256({v}, m15)', zc)};")
+        lw.emit(f"const __m256i {hi} = {_plus(f'_mm256_and_si256(_mm256_srli_epi16({v}, 4), m15)', zc)};")
         lw.emit(f"const __m128 {sb} = {_scale_pair(lw, fmt, col, blk)};")
-        zv = _zero_pair(lw, fmt, col, blk)
+        zv = _zero_pair(lw, fmt, col, blk, width) if width > 8 else None
         for r, (alo, ahi, corr, sa) in enumerate(rows):
             s = lw.fresh("s")
             if vnni:  # int32 sums, the offsets' lanes first
-                sums = f"_mm256_dpbusd_epi32(_mm256_dpbusd_epi32({corr}, {lo}, {alo}), {hi}, {ahi})"
+                sums = f"_mm256_dpbusd_epi32(_mm256_dpbusd_epi32({_vnni_base(corr, zv)}, {lo}, {alo}), {hi}, {ahi})"
             else:
                 lw.emit(
                     f"const __m256i {s} = _mm256_sub_epi16(_mm256_add_epi16(_mm256_maddubs_epi16({lo}, {alo}), "
@@ -192,27 +208,65 @@ def _offset(corr: str, zv: str | None) -> str:
     return f"_mm256_mullo_epi16({corr}, {zv})" if zv else corr
 
 
+def _vnni_base(corr: str, zv: str | None) -> str:
+    """The int32 lanes a VNNI output's sums start at: the row's offsets as they are (-8 or -16 * sum qa), or
+    -sum qa (at most 8 * 127 in magnitude: its low 16 bits, the high ones its sign) times the column's z (in
+    the low 16 bits, the high ones 0) by madd_epi16, exactly (one uop; mullo_epi32 is two)."""
+    return f"_mm256_madd_epi16({corr}, {zv})" if zv else corr
+
+
+def _zero_width(m: int, vnni: bool) -> int:
+    """How zero points are taken off, by the bits of the lanes that hold them: 16, mullo_epi16 of each row's
+    int16 sums of qa by z (dot_int4); 32, madd_epi16 of each row's -sum qa by z, one per row and column
+    (dot_int4_vnni); 8, bytes 16 - z added to each column's nibbles (q + 16 - z: 1..31, an unsigned byte),
+    two per column, the rows' offsets 16 * sum qa (dot_int4_vnni with more than 2 rows)."""
+    return 16 if not vnni else 8 if m > 2 else 32
+
+
+_OFFSET = {16: 1, 32: 1, 8: 16}  # offs by _zero_width with zero points (without: 8): the offsets are offs * sum qa
+
+
+def _plus(x: str, zc: str | None) -> str:
+    """Nibbles (a vector expression) plus the bytes 16 - z where zero points are taken off there (zc)."""
+    return f"_mm256_add_epi8({x}, {zc})" if zc else x
+
+
+def _zspread(width: int) -> str:
+    """pshufb's mask taking byte 0 to the low half's ``width``-bit lanes, byte 1 to the high half's, zero-extended."""
+    lane = width // 8
+    return ", ".join(", ".join([str(b)] + ["-128"] * (lane - 1)) for b in (0, 1) for _ in range(16 // lane))
+
+
 def _zero_halves(fmt, k: int) -> bool:
     """Whether a pair of blocks can straddle two groups (so two zero points per step, not one)."""
     return fmt.group // BLOCK % 2 == 1 and k // BLOCK > 1
 
 
-def _zero_pair(lw, fmt, col, blk: str) -> str | None:
-    """A variable holding the zero point of block blk in the low half's 16-bit lanes, blk + 1's in the high
-    half (one broadcast where a group spans both), or None without zero points."""
+def _zero_pair(lw, fmt, col, blk: str, width: int = 16) -> str | None:
+    """A variable holding the zero point of block blk in the low half's ``width``-bit lanes, blk + 1's in the
+    high half (one broadcast where a group spans both), or None without zero points; width 8: 16 - z."""
     if not fmt.zero:
         return None
     zp, per, zv = col[2], fmt.group // BLOCK, lw.fresh("zv")
     g0, g1 = (f"({b}) / {per}" if per > 1 else b for b in (blk, f"{blk} + 1"))
     if per % 2 == 0:  # pairs start at even blocks: both in one group
-        lw.emit(f"const __m256i {zv} = _mm256_set1_epi16(short({zp}[{g0}]));")
+        lw.emit(f"const __m256i {zv} = {_zero_lanes(f'{zp}[{g0}]', width)};")
         return zv
     if per == 1:  # the two blocks' zero points are adjacent bytes: one 16-bit load
         bits = f"[&] {{ uint16_t z; std::memcpy(&z, {zp} + {blk}, 2); return short(z); }}()"
     else:
         bits = f"short({zp}[{g0}] | {zp}[{g1}] << 8)"
+    if width == 8:  # each byte 16 - z (z < 16: no borrow)
+        bits = f"short(0x1010 - {bits})"
     lw.emit(f"const __m256i {zv} = _mm256_shuffle_epi8(_mm256_set1_epi16({bits}), zspread);")
     return zv
+
+
+def _zero_lanes(z: str, width: int) -> str:
+    """A zero point (a C expression) in every ``width``-bit lane (8: 16 - z in every byte)."""
+    if width == 8:
+        return f"_mm256_set1_epi8(char(16 - {z}))"
+    return f"_mm256_set1_epi16(short({z}))" if width == 16 else f"_mm256_set1_epi32(int({z}))"
 
 
 def _scale_pair(lw, fmt, col, blk: str) -> str:
@@ -243,7 +297,7 @@ def _single(lw, fmt, aps, cols, blk: str, accs, vnni: bool) -> None:
         if fmt.name == "i4":
             x = f"_mm256_permute4x64_epi64(_mm256_shuffle_epi8({x}, evens_odds), 0xD8)"
         lw.emit(f"const __m256i {a} = {x};")
-        if vnni:  # -8 * sum qa as int32 lanes
+        if vnni:  # -offs * sum qa (_OFFSET) as int32 lanes
             lw.emit(
                 f"const __m256i {corr} = _mm256_sub_epi32(_mm256_setzero_si256(), "
                 f"_mm256_dpbusd_epi32(_mm256_setzero_si256(), offs, {a}));"
@@ -256,16 +310,20 @@ def _single(lw, fmt, aps, cols, blk: str, accs, vnni: bool) -> None:
         x, v = lw.fresh("x"), lw.fresh("v")
         p = block_ptr(fmt, col[0], blk) + (" + 2" if fmt.block else "")
         lw.emit(f"const __m128i {x} = {_load(p, 128)};")
-        lw.emit(f"const __m256i {v} = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16({x}, 4), {x}), m15);")
+        width, zv, zc = _zero_width(len(aps), vnni), None, None
         sb, z = scale_zero(lw, fmt, col, blk, f16c=True)
-        zv = None
-        if fmt.zero:
+        if fmt.zero and width == 8:  # 16 - z, added to the nibbles
+            zc = lw.fresh("zc")
+            lw.emit(f"const __m256i {zc} = {_zero_lanes(z, width)};")
+        nibbles = f"_mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16({x}, 4), {x}), m15)"
+        lw.emit(f"const __m256i {v} = {_plus(nibbles, zc)};")
+        if fmt.zero and width > 8:
             zv = lw.fresh("zv")
-            lw.emit(f"const __m256i {zv} = _mm256_set1_epi16(short({z}));")
+            lw.emit(f"const __m256i {zv} = {_zero_lanes(z, width)};")
         for r, (a, corr, sa) in enumerate(rows):
             s, acc = lw.fresh("s"), accs[r][j]
             if vnni:
-                sums = f"_mm256_dpbusd_epi32({corr}, {v}, {a})"
+                sums = f"_mm256_dpbusd_epi32({_vnni_base(corr, zv)}, {v}, {a})"
             else:
                 lw.emit(f"const __m256i {s} = _mm256_sub_epi16(_mm256_maddubs_epi16({v}, {a}), {_offset(corr, zv)});")
                 sums = f"_mm256_madd_epi16({s}, ones16)"
@@ -273,11 +331,12 @@ def _single(lw, fmt, aps, cols, blk: str, accs, vnni: bool) -> None:
     lw.close()
 
 
-def _vector_regs(op, target) -> int:
+def _vector_regs(op, target, vnni: bool = False) -> int:
     _, m, _, n = op.iter_shape
-    # accumulators, 3 constants and 4 temporaries (A's per-row halves, offsets and scales can live on the
-    # stack: memory operands, priced in _cost); zero points: one more temporary (a column's)
-    return m * n + 7 + int(op.b.dtype.zero)
+    # accumulators, the constants (m15, offs and, but for VNNI, madd's ones16) and 4 temporaries (A's
+    # per-row halves, offsets and scales can live on the stack: memory operands, priced in _cost); zero
+    # points: one more temporary (a column's)
+    return m * n + 3 - int(vnni) + 4 + int(op.b.dtype.zero)
 
 
 DOT_INT4 = KernelDef(
@@ -298,7 +357,7 @@ DOT_INT4_VNNI = KernelDef(
     applies=lambda op, target: _applies(op, target, vnni=True),
     cost=lambda op, target: _cost(op, target, vnni=True),
     emit=lambda lw, node, binds: _emit(lw, node, binds, vnni=True),
-    doc="dot_int4 without zero points, with AVX-512 VNNI's vpdpbusd (on ymm, AVX512VL) in place of maddubs and madd",
+    doc="dot_int4 with AVX-512 VNNI's vpdpbusd (on ymm, AVX512VL) in place of maddubs and madd, zero points included",
     features=frozenset({"avx512vnni", "avx512vl", "f16c"}),
-    vector_regs=_vector_regs,
+    vector_regs=lambda op, target: _vector_regs(op, target, vnni=True),
 )

@@ -23,8 +23,9 @@ from morello_build.target.kernels.dot import dot_shape
 from morello_build.target.kernels.quant import (
     chunk_loop,
     column_pointers,
-    elems,
+    group_loop,
     prefetch_head,
+    prefetch_loads,
     prefetch_plan,
     scale_features,
     scale_vector,
@@ -88,8 +89,7 @@ def _cost(op, target):
     )
     scale_lines = ceil(n * k * fmt.scale_bytes / 64) if op.b.level == Level.GL else 0
     feats += scale_features(fmt, n, groups) + Features.of(gl_line=scale_lines) + short_columns(op, target)
-    trips, _, offsets = _prefetch_plan(op, target)
-    feats += Features.of(vec_load=n * trips * len(offsets))  # prefetches
+    feats += prefetch_loads(_prefetch_plan(op, target), n)
     return feats + lines_read(op.a) + streams_read(op.b, n)
 
 
@@ -117,19 +117,13 @@ def _emit(lw, node, binds) -> None:
         lw.emit(f"const float* {ap} = {lw.ptr(a, (0, i, 0))};")
     bps, sps, zps = column_pointers(lw, fmt, [(b, j) for j in range(n)])
     cols = [(bp, sps[j] if sps else None, zps[j] if zps else None) for j, bp in enumerate(bps)]
-    g = "0"
-    if groups > 1:
-        g = lw.fresh("g")
-        lw.open(f"for (ix {g} = 0; {g} < {groups}; ++{g}) {{")
-    head, rolled = prefetch_head(lw, _prefetch_plan(node.spec.op, lw.target), bps)
-    base = f"{g} * {fmt.storage_elems(G)}" if groups > 1 else ""
-    if head and not rolled:  # a group's prefetches at its start
-        head(base or "0")
-    trip_head = (lambda first: head(" + ".join(filter(None, (base, elems(fmt, first)))))) if head and rolled else None
-    per_group = [_group_terms(lw, fmt, col, g) for col in cols]
-    _chunks(lw, fmt, accs, aps, cols, per_group, g, G, scaled=groups > 1, head=trip_head)
-    if groups > 1:
-        lw.close()
+
+    def group(g: str, trip_head) -> list:
+        terms = [_group_terms(lw, fmt, col, g) for col in cols]
+        _chunks(lw, fmt, accs, aps, cols, terms, g, G, scaled=groups > 1, head=trip_head)
+        return terms
+
+    per_group = group_loop(lw, fmt, k, prefetch_head(lw, _prefetch_plan(node.spec.op, lw.target), bps), group)
     for i in range(m):
         for j in range(n):
             total = pairwise_sum(lw, accs[i][j])

@@ -14,7 +14,7 @@ from math import ceil
 
 from morello_build.synth.cost import Features, lines_read, runs_per_set, streams_read
 from morello_build.target.kernels.common import BF16, F32, KernelDef, check_dot_operands, pairwise_sum
-from morello_build.target.kernels.dot import b_prefetch_head, chunks, dot_shape, prefetch_loads
+from morello_build.target.kernels.dot import b_prefetch_head, chunks, dot_shape, loop_trips, prefetch_loads
 
 MAX_ROWS = 8
 _MAX_COLS = 4
@@ -74,11 +74,10 @@ def _cost(op, target):
 
 def _prefetches(op, target) -> Features:
     """dot.py's prefetches of B's columns from main memory (bf16, not f32: dot._prefetched), once per trip
-    of the chunk loop (a loop only beyond one trip: dot.chunks)."""
+    of the chunk loop (dot.loop_trips)."""
     _, m, k, n = op.iter_shape
     u = _accumulators(m, n, k, target.lanes)
-    trips = k // target.lanes // u
-    return prefetch_loads(op, target, trips if trips > 1 else 0, u * target.lanes * op.b.dtype.bytes)
+    return prefetch_loads(op, target, loop_trips(k // target.lanes, u), u * target.lanes * op.b.dtype.bytes)
 
 
 def _emit(lw, node, binds) -> None:
