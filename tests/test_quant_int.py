@@ -342,13 +342,13 @@ def test_dot_int_prefetches_its_weights_into_l2():
         assert "gl_interleaved" not in f and f["vec_load"] > 4096 // 32 * 5, b  # one stream; the prefetches
     header = synthesize_header("matmul 4x256x8 b=i4:col group=32 scales=f16 zero aquant=i8", isa="avx2", threads=1)
     body = header.split("// dot_int")[1]
-    assert "prefetch_l2_here(" in body and "::prefetch(" not in body  # into L2: see quant_int.prefetch_slots
+    assert "prefetch_l2_here(" in body and "::prefetch(" not in body  # into L2: see quant_int_prefetch.prefetch_slots
 
 
 @pytest.mark.parametrize("spec", ["matmul 1x256x16 b=q4_0:col aquant=i8", "matmul 1x256x8 b=q8_0:col aquant=i8"])
 def test_dot_int_deals_its_prefetches_between_columns(spec):
     """A step's prefetches (several lines per pair of blocks here) come one by one between the columns' products,
-    not in a burst (quant_int.prefetch_slots: 0.79 -> 1.00 of a read sweep from DRAM on a Golden Cove Xeon)."""
+    not in a burst (quant_int_prefetch.prefetch_slots: 0.79 -> 1.00 of a read sweep from DRAM on a Golden Cove Xeon)."""
     lines = synthesize_header(spec, isa="avx2", threads=1).split("// dot_int")[1].splitlines()
     at = [i for i, line in enumerate(lines) if "prefetch_l2_here(" in line]
     assert len(at) >= 3 and all(b - a > 1 for a, b in zip(at, at[1:])), at

@@ -22,13 +22,13 @@ quantized A (``Q8A`` blocks: f32 sa, 32 int8 qa) with integer weights (i8, i4, q
 from __future__ import annotations
 
 from morello_build.ir.aquant import BLOCK, Q8A, WEIGHTS, is_quantized_a
-from morello_build.ir.formats import SCALE_DTYPES, is_format
+from morello_build.ir.formats import is_format
 from morello_build.ir.spec import Level
 from morello_build.synth.cost import Features, lines_from, lines_read, streams_read
 from morello_build.target.kernels.common import F32, KernelDef, check_dot_operands, columns_unit_stride
+from morello_build.target.kernels.quant_int_prefetch import prefetch_plan, prefetch_slots
 
 MAX_COLS = 4  # rows x columns of C per kernel (decode: one row, a few columns; small batches: rows share B)
-LINE = 64
 # Vector instructions turning one block of a format's weights into 32 int8 lanes of qb - z, as (ALU ops,
 # shuffles): 4-bit ones mask and shift the nibbles (and, shift, and) and subtract z, and put the halves together
 # (q4_0: one insert; i4: two unpacks and an insert; i4 with zero points: z broadcast too).
@@ -64,60 +64,6 @@ def operand_lines(op, n: int, one_stream: bool = False) -> Features:
     scale_lines = -(-int(n * k * fmt.scale_bytes) // 64) if op.b.level == Level.GL else 0
     b_lines = lines_read(op.b) if one_stream else streams_read(op.b, n)
     return lines_read(op.a) + b_lines + Features.of(gl_line=scale_lines)
-
-
-def column_bytes(fmt, k: int) -> int:
-    return k // BLOCK * (fmt.unit_size if fmt.block else fmt.bits * BLOCK // 8)
-
-
-def prefetch_streams(fmt, k: int) -> tuple[int, ...]:
-    """Bytes per column of each array a kernel reads B from, in _pointers' order: the values (ggml blocks:
-    their scales included), then the scales and the zero points where the format keeps them apart."""
-    groups = k // fmt.group if not fmt.block else 0
-    sizes = {"scales": SCALE_DTYPES[fmt.scales][1] if fmt.scales else 0, "zeros": 1}
-    extra = tuple(groups * sizes[suffix] for suffix, _ in fmt.extra_arrays())
-    return (column_bytes(fmt, k),) + extra
-
-
-def _stream_plan(fmt, k: int, n: int) -> tuple[int, tuple[tuple[int, int], ...]]:
-    """(pairs of blocks, (lines, lines prefetched per pair) of each stream): the bytes of the n columns after
-    a kernel's last column spread over its pairs of blocks, so that a loop over N reads its columns as one
-    stream per array."""
-    pairs = k // BLOCK // 2
-    lines = [-(-n * b // LINE) for b in prefetch_streams(fmt, k)]
-    return pairs, tuple((x, -(-x // pairs) if pairs else 0) for x in lines)
-
-
-def prefetch_plan(fmt, k: int, n: int) -> tuple[int, int]:
-    """(pairs of blocks, lines prefetched per pair over all of B's arrays): _stream_plan's totals."""
-    pairs, streams = _stream_plan(fmt, k, n)
-    return pairs, sum(per for _, per in streams)
-
-
-def prefetch_slots(lw, fmt, cols, k: int, n: int, blk: str, slots: int) -> list[list[str]]:
-    """This pair's share of the prefetches (blk: the pair's first block) into L2, dealt out evenly over
-    ``slots`` points of the pair's work (the kernels emit slot i after their i-th column's products): the
-    statements of each slot. Into L2 (prefetcht1): they run a kernel's worth of columns (KiBs) ahead, and
-    prefetches into L1 from DRAM hold the few L1 fill buffers that the demand loads need (a Golden Cove
-    Xeon, 1x2048x16384 from DRAM, 1 thread: q8_0 0.68 of a read sweep with T0, 0.86-0.88 with T1, 0.50
-    without; AMD before Zen 4 fills L1 on every hint). Dealt out between the loads (``prefetch_l2_here``
-    keeps each where it is written), not in one burst at the pair's start: q4_0 0.79 -> 1.00 of the sweep,
-    q8_0 0.91 -> 1.08-1.12 (same CPU and shape). Separate scale and zero-point arrays are streams of their
-    own (i8 g32: 0.88 of the sweep without their prefetches); a stream shorter than the pairs stops at its
-    last line (the same line again)."""
-    pairs, streams = _stream_plan(fmt, k, n)
-    stmts = []
-    for ptr, col_bytes, (lines, per) in zip(cols[-1], prefetch_streams(fmt, k), streams):
-        nxt = f"reinterpret_cast<const char*>({ptr}) + {col_bytes}"
-        for u in range(per):
-            line = f"{blk} / 2 * {per} + {u}"
-            if pairs * per > lines:
-                line = f"{line} < {lines} ? {line} : {lines - 1}"
-            stmts.append(f"{lw.rt}::prefetch_l2_here({nxt} + ({line}) * {LINE});")
-    out: list[list[str]] = [[] for _ in range(slots)]
-    for i, stmt in enumerate(stmts):
-        out[i * slots // len(stmts)].append(stmt)
-    return out
 
 
 def _dot_cost(op, target, vnni: bool = False) -> Features:

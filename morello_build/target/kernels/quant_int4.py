@@ -16,7 +16,7 @@ Cheaper per block than ``dot_int``'s sign trick, with the same exact integer blo
   FMA'd with ``sa * sb`` of their block (one multiply and one permute per step);
 - up to 8 outputs (rows x columns) per kernel (A's rearranged rows shared by its columns, each column's
   nibbles by its rows); each step prefetches the bytes that follow the kernel's
-  last column, a share per step dealt out between its columns (quant_int.prefetch_slots), so that the
+  last column, a share per step dealt out between its columns (quant_int_prefetch.prefetch_slots), so that the
   columns of a ``for n`` loop are read as one stream (without it, several short interleaved streams defeat
   the hardware prefetchers: 2-3x slower from DRAM here).
 
@@ -39,14 +39,8 @@ from __future__ import annotations
 from morello_build.ir.aquant import BLOCK, Q8A
 from morello_build.synth.cost import Features, lines_read
 from morello_build.target.kernels.common import KernelDef
-from morello_build.target.kernels.quant_int import (
-    block_ptr,
-    dot_applies,
-    prefetch_plan,
-    prefetch_slots,
-    prologue,
-    scale_zero,
-)
+from morello_build.target.kernels.quant_int import block_ptr, dot_applies, prologue, scale_zero
+from morello_build.target.kernels.quant_int_prefetch import prefetch_plan, prefetch_slots
 
 MAX_OUTPUTS = 8  # rows x columns per kernel: M = 1 takes 8 columns, M = 4 4 x 2
 _EVENS_ODDS = "0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15"
