@@ -291,7 +291,7 @@ class Report:
                     add(goal, None, "not measured")
         return (
             "For 1 thread the generated kernel's figure is the faster of the kernel on a serial parallel-for "
-            "and, where the bench has one (W2, W3), the kernel synthesized for the same spec with `serial` "
+            "and, where the bench has one (W1-W4), the kernel synthesized for the same spec with `serial` "
             "(`morello_serial`: what a single-threaded engine asks for). For 2 threads it is the faster of "
             "the bench's pool (`t2`) and the kernel's default pool (`td`).\n\n| goal | status | measured |\n|---|---|---|\n"
             + "\n".join(rows)
