@@ -359,7 +359,7 @@ def test_dot_int_prefetches_separate_scales_and_zero_points():
     header = synthesize_header("matmul 1x256x8 b=i4:col group=32 scales=f16 zero aquant=i8", isa="avx2", threads=1)
     body = header.split("// dot_int")[1]
     for array in ("bp", "sp", "zp"):  # values, scales, zero points (quant_int._pointers' names)
-        assert f"prefetch_l2_here(reinterpret_cast<const char*>({array}" in body, array
+        assert f"prefetch_l2_here({array}" in body, array
 
 
 def test_dot_int4_reads_one_stream_with_fewer_instructions():

@@ -53,12 +53,11 @@ def prefetch_slots(lw, fmt, cols, k: int, n: int, blk: str, slots: int) -> list[
     pairs, streams = _stream_plan(fmt, k, n)
     stmts = []
     for ptr, col_bytes, (lines, per) in zip(cols[-1], prefetch_streams(fmt, k), streams):
-        nxt = f"reinterpret_cast<const char*>({ptr}) + {col_bytes}"
         for u in range(per):
             line = f"{blk} / 2 * {per} + {u}"
             if pairs * per > lines:
                 line = f"{line} < {lines} ? {line} : {lines - 1}"
-            stmts.append(f"{lw.rt}::prefetch_l2_here({nxt} + ({line}) * {LINE});")
+            stmts.append(f"{lw.rt}::prefetch_l2_here({ptr}, {col_bytes} + ({line}) * {LINE});")
     out: list[list[str]] = [[] for _ in range(slots)]
     for i, stmt in enumerate(stmts):
         out[i * slots // len(stmts)].append(stmt)
