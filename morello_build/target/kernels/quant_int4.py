@@ -166,6 +166,7 @@ def _pair(lw, fmt, aps, cols, blk: str, accs, vnni: bool, prefetches) -> None:
             f"_mm_load_ss(reinterpret_cast<const float*>({a0} + {Q8A.unit_size})));"
         )
         rows.append((lo, hi, corr, sa))
+    width = _zero_width(len(aps), vnni)
     for j, col in enumerate(cols):
         v, lo, hi, sb = (lw.fresh(s) for s in ("v", "lo", "hi", "sb"))
         p0, p1 = block_ptr(fmt, col[0], blk), block_ptr(fmt, col[0], f"({blk} + 1)")
@@ -174,7 +175,6 @@ def _pair(lw, fmt, aps, cols, blk: str, accs, vnni: bool, prefetches) -> None:
             lw.emit(f"const __m256i {v} = _mm256_inserti128_si256({x}, {_load(f'{p1} + 2', 128)}, 1);")
         else:  # the two blocks' bytes are adjacent
             lw.emit(f"const __m256i {v} = {_load(p0)};")
-        width = _zero_width(len(aps), vnni)
         zc = _zero_pair(lw, fmt, col, blk, width) if width == 8 else None  # 16 - z, added to the nibbles
         lw.emit(f"const __m256i {lo} = {_plus(f'_mm256_and_si256({v}, m15)', zc)};")
         lw.emit(f"const __m256i {hi} = {_plus(f'_mm256_and_si256(_mm256_srli_epi16({v}, 4), m15)', zc)};")
@@ -300,11 +300,12 @@ def _single(lw, fmt, aps, cols, blk: str, accs, vnni: bool) -> None:
             lw.emit(f"const __m256i {corr} = _mm256_maddubs_epi16(offs, {a});")
         lw.emit(f"const float {sa} = {lw.rt}::a8_scale({ap} + {blk} * {Q8A.unit_size});")
         rows.append((a, corr, sa))
+    width = _zero_width(len(aps), vnni)
     for j, col in enumerate(cols):
         x, v = lw.fresh("x"), lw.fresh("v")
         p = block_ptr(fmt, col[0], blk) + (" + 2" if fmt.block else "")
         lw.emit(f"const __m128i {x} = {_load(p, 128)};")
-        width, zv, zc = _zero_width(len(aps), vnni), None, None
+        zv, zc = None, None
         sb, z = scale_zero(lw, fmt, col, blk, f16c=True)
         if fmt.zero and width == 8:  # 16 - z, added to the nibbles
             zc = lw.fresh("zc")
