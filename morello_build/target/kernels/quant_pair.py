@@ -83,10 +83,8 @@ def _emit(lw, node, binds) -> None:
 def _prefetch_head(lw, op, bps):
     """dot_quant's prefetches (quant._prefetches, for the 2n columns' chains) of the columns of B1 and of
     B2 that are streamed from main memory (bps: B1's n columns, then B2's)."""
-    n, plans = (
-        op.iter_shape[3],
-        [quant._prefetches(_single(op, b), lw.target, 2 * op.iter_shape[3]) for b in (op.b1, op.b2)],
-    )
+    n = op.iter_shape[3]
+    plans = [quant._prefetches(_single(op, b), lw.target, 2 * n) for b in (op.b1, op.b2)]
     plan = next((p for p in plans if p[0]), plans[0])  # B1's and B2's agree where both are prefetched
     return quant.prefetch_head(lw, plan, [bp for i, bp in enumerate(bps) if plans[i // n][0]])
 
