@@ -103,14 +103,13 @@ int main(int argc, char** argv) {{
 }}
 """
 _PARAM = re.compile(r'\{"(\w+)", (\d), (\d+)u, (\d), (\d+)u, (\d)\}')
-RIVALS = ("dot_int", "dot_int_vnni", "dot_int4", "dot_int4_vnni")
 
 
-def program(spec: str, isa: str, profile: str, keep: str | None):
-    """(target, user, impl) with the catalog's RIVALS other than ``keep`` removed (None: the full catalog)."""
+def program(spec: str, isa: str, profile: str, keep: str | None, rivals: tuple[str, ...] = ()):
+    """(target, user, impl) with the catalog's ``rivals`` other than ``keep`` removed (None: the full catalog)."""
     saved = catalog.CATALOG
     if keep is not None:
-        catalog.CATALOG = tuple(k for k in saved if k.name == keep or k.name not in RIVALS)
+        catalog.CATALOG = tuple(k for k in saved if k.name == keep or k.name not in rivals)
     _clear()
     try:
         user, target, impl, _ = synthesize_program(spec, isa=isa, threads=1, db=None, profile=profile)
@@ -152,8 +151,9 @@ def main() -> int:
     ap.add_argument("--calls", type=int, default=5)
     args = ap.parse_args()
     variants = []
-    for keep in [None, *args.kernels.split(",")]:
-        target, user, impl = program(args.spec, args.isa, args.profile, keep)
+    rivals = tuple(args.kernels.split(","))
+    for keep in [None, *rivals]:
+        target, user, impl = program(args.spec, args.isa, args.profile, keep, rivals)
         name = keep or "auto"
         label = f"{name}: {kernels_of(impl)} (cost {impl.cost:,.0f})"
         if keep is not None and keep not in (k.split()[0] for k in kernels_of(impl).split(", ")):

@@ -475,5 +475,8 @@ def test_rows_cost_widens_each_chunk_once():
     assert two.get("vec_fma") == 2 * steps and four.get("vec_fma") == 4 * steps  # an FMA per row and chunk
     groups = 256 // 32  # each group's scale: one broadcast load
     assert two.get("vec_load") == 3 * steps + groups and four.get("vec_load") == 5 * steps + groups  # B once, A per row
-    widen = steps * 5  # per chunk: load_i4's shift, mask, zero point, convert, and the scale multiply
+    # per chunk: load_i4's shift, mask, zero point, convert, and the scale multiply (ALU ops); its nibble
+    # unpack and widening to 32-bit lanes (shuffles)
+    widen = steps * 3
+    assert two.get("vec_shuffle") == four.get("vec_shuffle") == steps * 2
     assert two.get("vec_op") - widen == 2 * 3 and four.get("vec_op") - widen == 4 * 1  # the chains' adds

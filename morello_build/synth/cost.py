@@ -66,7 +66,7 @@ from morello_build.target.costs import CostTable
 # so the busiest bounds them; the L1 ports' classes (load, store) do not overlap the transfers, which
 # move lines through the same L1 ports (ECM's T_nOL + T_data). ``dispatch`` is the front end: every
 # instruction-like feature also takes _UOPS slots of the table's ``dispatch`` per cycle.
-OVERLAPPING = ("fma", "alu", "shuffle", "imul", "chain", "branch", "copy", "scalar", "dispatch")
+OVERLAPPING = ("fma", "alu", "shuffle", "imul", "chain", "branch", "copy", "scalar", "dispatch", "vector")
 PORTS = OVERLAPPING + ("load", "store")
 # "phased": bookkeeping, no cost: the transfer cycles of phases below (combine), which refunds reach first.
 CLASSES = PORTS + ("transfer", "serial", "phased")
@@ -96,20 +96,26 @@ _CLASS_OF = {
 }
 _UOPS = {"vec_fma": 1, "vec_load": 1, "vec_store": 1, "vec_op": 1, "vec_zero": 1, "loop_iter": 2, "scalar_op": 1}
 _UOPS |= {"vec_shuffle": 1, "vec_imul": 1}
+# The vector instructions that also queue for the pipes all of them share (CostTable.vec_pipes: "vector").
+_VECTOR = frozenset({"vec_fma", "vec_op", "vec_shuffle", "vec_imul"})
 _INDEX = {name: CLASSES.index(_CLASS_OF[name]) for name in FEATURES}
 N_OL, LOAD, STORE = len(OVERLAPPING), CLASSES.index("load"), CLASSES.index("store")
-DISPATCH, TRANSFER, SERIAL, PHASED = (CLASSES.index(c) for c in ("dispatch", "transfer", "serial", "phased"))
+DISPATCH, VECTOR = CLASSES.index("dispatch"), CLASSES.index("vector")
+TRANSFER, SERIAL, PHASED = (CLASSES.index(c) for c in ("transfer", "serial", "phased"))
+_VECTOR_CLASSES = tuple(CLASSES.index(c) for c in ("fma", "alu", "shuffle", "imul"))
 ZERO = (0.0,) * len(CLASSES)
 
 
 def parts(features: Features, costs: CostTable) -> tuple[float, ...]:
     """A node's own features as cycles per class (CLASSES): each count times its price, in its class;
-    instruction-like counts also take dispatch slots."""
+    instruction-like counts also take dispatch slots, and vector instructions the shared vector pipes'."""
     out = [0.0] * len(CLASSES)
     for n, c in features:
         out[_INDEX[n]] += c * getattr(costs, n)
         if n in _UOPS:
             out[DISPATCH] += c * _UOPS[n] / costs.dispatch
+        if costs.vec_pipes and n in _VECTOR:
+            out[VECTOR] += c / costs.vec_pipes
     return tuple(out)
 
 
@@ -120,10 +126,15 @@ def overlap(p: tuple[float, ...], hidden: float = 1.0) -> float:
 
         busiest = max(max over OVERLAPPING, max(load, store) + transfer)
         cost = busiest + (1 - hidden) × (work of those classes - busiest) + serial
+
+    The work counts each instruction once: not the dispatch class, and where the vector pipes are shared
+    (CostTable.vec_pipes) their class in place of the vector instructions' own (fma, alu, shuffle, imul).
     """
     busiest = max(max(p[:N_OL]), max(p[LOAD], p[STORE]) + p[TRANSFER])
     if hidden < 1.0:
-        total = sum(p[:N_OL]) - p[DISPATCH] + p[LOAD] + p[STORE] + p[TRANSFER]
+        vector = p[VECTOR] or sum(p[i] for i in _VECTOR_CLASSES)
+        core = sum(p[:N_OL]) - p[DISPATCH] - p[VECTOR] - sum(p[i] for i in _VECTOR_CLASSES) + vector
+        total = core + p[LOAD] + p[STORE] + p[TRANSFER]
         busiest += (1.0 - hidden) * (total - busiest)
     return busiest + p[SERIAL]
 
@@ -176,9 +187,10 @@ def move_phases(view: bool, level: Level, has_load: bool, has_store: bool) -> tu
 
 def work(impl) -> float:
     """The tie-break of equal costs: the node's work summed over its classes as the additive model did
-    (dispatch excluded: it counts the same instructions again); less work leaves more slack."""
+    (dispatch and the shared vector pipes excluded: they count the same instructions again); less work leaves
+    more slack."""
     p = impl.parts
-    return sum(p) - p[DISPATCH] - p[PHASED]
+    return sum(p) - p[DISPATCH] - p[VECTOR] - p[PHASED]
 
 
 def loop_weights(counts: tuple[int, ...], parallel: bool, threads: int, shapes=None) -> tuple[float, ...]:

@@ -75,6 +75,11 @@ class CostTable:
     # Instructions the front end dispatches per cycle (the port rule's dispatch class, cost.parts); a
     # parameter, not a price. Zen 4 renames 6 macro-ops per cycle [microarch.py: AMD19-4].
     dispatch: int = 6
+    # Pipes that every vector instruction (FMA, ALU op, shuffle, integer multiply) shares; 0: no shared
+    # limit, the classes count apart. A parameter, not a price. On Intel cores with 512-bit vectors only
+    # ports 0 and 5 execute them (port 1's vector ALU is fused into port 0's 512-bit unit): a kernel's FMAs,
+    # shifts and permutes queue for the same two pipes (cost.parts' "vector" class).
+    vec_pipes: int = 0
     # Percent of the work beyond the busiest port class (or the L1 ports + transfers) that the core hides
     # behind it (cost.overlap): 100 is ECM's full overlap, 0 the additive model. A parameter, not a price.
     # Measured (bench/RANK.md, Zen 3, the instrument's timings priced again): full overlap makes 22 of 30

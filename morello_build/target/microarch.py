@@ -49,6 +49,10 @@ class Microarch:
     # (maddubs, madd, mullo, vpdpbusd) per cycle: the kernels counting vec_shuffle and vec_imul issue ymm ones
     shuffles: float = 1.0
     imuls: float = 2.0
+    # Pipes every vector instruction shares, for 256-bit and for 512-bit vectors (CostTable.vec_pipes; 0: the
+    # port classes count apart, as in the built-in table).
+    vector_pipes_256: int = 0
+    vector_pipes_512: int = 0
     # CPU flags (any one) that only this class has within its vendor and families: they match a CPU whose
     # model number a hypervisor masks (a cloud "Intel Xeon Processor" with AMX that reports model 167).
     flags_any: frozenset[str] = frozenset()
@@ -85,6 +89,7 @@ class Microarch:
             l2_line=round(64 / self.l2_fill_bytes, 4),
             gl_two_streams=base.gl_two_streams if self.gl_two_streams is None else self.gl_two_streams,
             dispatch=self.dispatch,
+            vec_pipes=self.vector_pipes_512 if bits > 256 else self.vector_pipes_256,
         )
 
 
@@ -106,6 +111,7 @@ MICROARCHS: tuple[Microarch, ...] = (
         l1d=(32 * KIB, 8),  # [AMD19]
         l2_bytes=512 * KIB,  # [AMD19]
         shuffles=2,  # FP1, FP2 (their shifts too) [AMD19] 2.11.1, [UOPS]
+        vector_pipes_256=4,  # FP0-FP3 [AMD19] 2.11.1
         imuls=2,  # FP0, FP3 [AMD19] 2.11.1, [UOPS]
         # EPYC 7xx3 VM (bench/HISTORY.md, 2026-11-24 night): calibrate's two_streams_line 16.5 cycles,
         # one stream 15.3 (spread 23%: no surcharge); the gated pair 1x2560x10240 bf16 reading one row of
@@ -169,6 +175,12 @@ MICROARCHS: tuple[Microarch, ...] = (
         l2_bytes=2 * MIB,  # server L2 [INTEL]
         shuffles=1,  # port 5 for lane-crossing ones, inserts and broadcasts; in-lane ymm ones also port 1 [UOPS]
         imuls=2,  # ports 0 and 1 [UOPS]
+        # Vector ALUs on ports 0, 1, 5; with 512-bit instructions in flight port 1's is fused into port 0's
+        # 512-bit unit, so FMAs, shifts, converts and permutes all share ports 0 and 5 [INTEL]. Measured on a
+        # Sapphire Rapids-class Xeon VM (2026-11-25, independent chains): zmm vpermps, vpermt2ps, vpsrld,
+        # vpsrlvd and vpmovzxbd 1 per cycle; vpandd, vcvtdq2ps, vfmadd, vpdpbusd 2 per cycle.
+        vector_pipes_256=3,
+        vector_pipes_512=2,
         # AMX and AVX512-FP16 came with Sapphire Rapids; no earlier Intel core (nor Alder Lake's, whose
         # AVX-512 is fused off) reports them [INTEL]
         flags_any=frozenset({"amx_tile", "avx512_fp16"}),
@@ -190,6 +202,7 @@ MICROARCHS: tuple[Microarch, ...] = (
         l2_bytes=256 * KIB,  # client Skylake [AGNER]
         shuffles=1,  # port 5 [AGNER], [UOPS]
         imuls=2,  # ports 0 and 1 [AGNER], [UOPS]
+        vector_pipes_256=3,  # ports 0, 1, 5 [AGNER]
     ),
 )
 BY_NAME = {m.name: m for m in MICROARCHS}

@@ -34,6 +34,10 @@ _WIDEN_OPS = {"q8_0": 2, "i8": 2, "gemma_i8": 2, "q4_0": 4, "i4": 4, "e4m3": 7, 
 _DOUBLE_CHUNKS = ("sfp", "e4m3", "i4")
 _WIDEN_OPS_SINGLE = {"sfp": 13, "e4m3": 8, "i4": 4}
 _WIDEN_OPS_NATIVE_F16 = {"f16": 1}  # F16C's vcvtph2ps (AVX-512F's on zmm) converts halves in one instruction
+# Of those, the shuffles (Intel's port 5, Zen's FP1/FP2): the byte formats' widening to 32-bit lanes
+# (vpmovsxbd / vpmovzxbd; e4m3 and sfp: their load2 helpers' to 16-bit lanes and back, one per vector); i4's
+# nibble unpack too. F16C's vcvtph2ps is counted as one ALU op.
+_WIDEN_SHUFFLES = {"q8_0": 1, "i8": 1, "gemma_i8": 1, "q4_0": 1, "i4": 2, "e4m3": 1, "sfp": 1, "f16": 0}
 _MAX_UNROLLED_CHUNKS = 16
 
 
@@ -60,6 +64,12 @@ def widen_ops(fmt, target, single: bool = False) -> int:
     if single and fmt.name in _DOUBLE_CHUNKS:
         return _WIDEN_OPS_SINGLE[fmt.name]
     return _WIDEN_OPS[fmt.name] + (_float_zero(fmt))  # a zero point subtracted from the f32 lanes
+
+
+def widen_features(fmt, target, chunks: float, single: bool = False) -> Features:
+    """The widening of ``chunks`` chunks of B (widen_ops each), its shuffles apart from its ALU ops."""
+    ops, shuffles = widen_ops(fmt, target, single), _WIDEN_SHUFFLES[fmt.name]
+    return Features.of(vec_op=chunks * (ops - shuffles), vec_shuffle=chunks * shuffles)
 
 
 def _float_zero(fmt) -> bool:
@@ -100,13 +110,12 @@ def _cost(op, target, cols: int | None = None):
     W = target.lanes
     groups = k // fmt.group if fmt.group > 1 else 1
     chunks = groups * ceil((k // groups) / W)
-    per_col = chunks * widen_ops(fmt, target)
-    per_col += (_chains(n, ceil((fmt.group if fmt.group > 1 else k) / W)) - 1) * groups  # the chains' adds
+    adds = (_chains(n, ceil((fmt.group if fmt.group > 1 else k) / W)) - 1) * groups  # the chains' adds
     scaled = fmt.group > 1
-    feats = Features.of(
+    feats = widen_features(fmt, target, chunks * n) + Features.of(
         vec_load=chunks * (n + 1),
         vec_fma=chunks * n + (groups * n if scaled else 0),
-        vec_op=per_col * n,
+        vec_op=adds * n,
         hsum=n,
         loop_iter=groups if groups > 1 else 0,
     )

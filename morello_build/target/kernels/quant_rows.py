@@ -30,7 +30,7 @@ from morello_build.target.kernels.quant import (
     scale_features,
     scale_vector,
     short_columns,
-    widen_ops,
+    widen_features,
     widened,
     zero_value,
 )
@@ -79,10 +79,9 @@ def _cost(op, target):
     steps = groups * ceil(G / W)
     u = _accumulators(m, n, k, W)
     scaled_chunks = fmt.group > 1 and groups > 1  # each chunk times its group's scale
-    feats = Features.of(
+    feats = widen_features(fmt, target, steps * n, single=True) + Features.of(
         vec_load=steps * (m + n),
-        vec_op=steps * n * (widen_ops(fmt, target, single=True) + scaled_chunks)
-        + m * n * (u - 1 + (fmt.group > 1 and groups == 1)),
+        vec_op=steps * n * scaled_chunks + m * n * (u - 1 + (fmt.group > 1 and groups == 1)),
         vec_fma=steps * m * n,
         hsum=m * n,
         loop_iter=groups if groups > 1 else 0,

@@ -1,0 +1,207 @@
+"""``dot_quant_lut``: dot products of f32 A with 4-bit weights (``i4``, ``q4_0``) on AVX-512, widened by table.
+
+A nibble stands for one of 16 values, so each group's dequantized values s * (q - z) sit in one zmm, the
+table, made once per group and column (one multiply; with zero points a subtract too). ``vpermps`` reads only
+the low 4 bits of each index lane, so 16 bytes zero-extended to 32-bit lanes index their low nibbles' values
+directly, and the same lanes shifted right by 4 their high nibbles': per 32 weights one widening, one shift
+and two permutes give two vectors of dequantized f32, against ``dot_quant``'s masks, byte subtractions,
+unpacks, two widenings and two conversions (all of them, on Intel with 512-bit vectors, on ports 0 and 5).
+The products go straight into each column's accumulators: no partial sum per group, no per-group FMA by
+the scale.
+
+The nibbles' order decides A's: ``q4_0`` byte j holds element j (low nibble) and j + 16 (high), so A's two
+vectors of the block as they are; ``i4`` byte j holds 2j (low) and 2j + 1 (high), so A's 32 values are
+split into evens and odds (two ``vpermt2ps``) once per chunk, for all the kernel's columns.
+
+Exact dequantization: s * (q - z) rounds once in f32, and not at all for f16 and bf16 scales (an 11-bit
+significand times a 5-bit integer). The sums run in a different order from ``dot_quant``'s (each product
+scaled first), within the same f32 error bound. Any even group size (``i4``: a group's last chunk may be
+short; its bytes and A's lanes past the group load as zeros).
+"""
+
+from __future__ import annotations
+
+from math import ceil
+
+from morello_build.ir.formats import is_format
+from morello_build.ir.spec import Level
+from morello_build.synth.cost import Features, lines_read, streams_read
+from morello_build.target.kernels.common import F32, KernelDef, check_dot_operands, pairwise_sum
+from morello_build.target.kernels.dot import dot_shape
+from morello_build.target.kernels.quant import (
+    _i4_at,
+    chunk_loop,
+    column_pointers,
+    group_loop,
+    prefetch_head,
+    prefetch_loads,
+    prefetch_plan,
+    scale_features,
+    scale_vector,
+    short_columns,
+)
+
+CHUNK = 32  # values per step: 16 bytes of nibbles, two vectors of f32
+MAX_COLS = 4
+
+
+def _applies(op, target) -> bool:
+    if op.kind != "matmul" or target.lanes != 16:  # a 16-entry table in one register: vpermps on zmm
+        return False
+    fmt = op.b.dtype
+    return (
+        dot_shape(op, target, MAX_COLS)
+        and op.a.dtype == F32
+        and op.a.unit_stride(2)
+        and is_format(fmt)
+        and fmt.name in ("i4", "q4_0")
+        and op.iter_shape[2] % fmt.group == 0
+        and _vector_regs(op, target) <= target.vector_regs
+    )
+
+
+def _chains(n: int, chunks: int) -> int:
+    """Accumulator pairs per column (a chunk's two products go to a pair): two with one column and at least
+    two chunks a group, enough to hide the FMA latency behind the widening; else one."""
+    return 2 if n == 1 and chunks > 1 else 1
+
+
+def _group(fmt, k: int) -> int:
+    return fmt.group if fmt.group > 1 else k
+
+
+def _vector_regs(op, target) -> int:
+    fmt, (_, _, k, n) = op.b.dtype, op.iter_shape
+    chains = _chains(n, ceil(_group(fmt, k) / CHUNK))
+    # per column its accumulators and table; A's two vectors (i4: and its evens and odds); the base table,
+    # i4's two permute indices, a column's widened bytes
+    return n * (2 * chains + 1) + 2 + (2 if fmt.name == "i4" else 0) + 4
+
+
+def _cost(op, target) -> Features:
+    """Per chunk of 32 values: A's two loads (i4: two permutes into lookup_i4's order); per column its bytes
+    (q4_0: a widening load, a load and a shuffle; i4: a broadcast load), two shifts (q4_0: one), two permutes
+    (shuffles) and two FMAs into the column's chains, each FMA waiting for the last of its chain. Per group and
+    column the table (a multiply by the scale: q4_0's from the block, scale_features; separate scales a
+    broadcast load from the array they were widened into once per call, 16 a step)."""
+    fmt, (_, _, k, n) = op.b.dtype, op.iter_shape
+    G = _group(fmt, k)
+    groups, i4 = k // G, fmt.name == "i4"
+    chunks = groups * ceil(G / CHUNK)
+    widen_steps = n * ceil(groups / 16) if fmt.scales else 0
+    feats = Features.of(
+        vec_load=chunks * (2 + n) + groups * n * (1 + fmt.zero) * bool(fmt.scales) + widen_steps * (1 + fmt.zero),
+        vec_shuffle=chunks * (2 * n + (2 if i4 else n)),
+        vec_op=chunks * n * (2 if i4 else 1) + widen_steps * (2 + 3 * fmt.zero),
+        vec_store=widen_steps * (1 + fmt.zero),
+        vec_fma=chunks * n * 2 + groups * n,
+        fma_latency=chunks / _chains(n, ceil(G / CHUNK)),
+        hsum=n,
+        loop_iter=groups if groups > 1 else 0,
+    )
+    scale_lines = ceil(n * k * fmt.scale_bytes / 64) if op.b.level == Level.GL else 0
+    feats += (Features() if fmt.scales else scale_features(fmt, n, groups)) + short_columns(op, target)
+    feats += prefetch_loads(_prefetches(op, target), n)
+    return feats + lines_read(op.a) + streams_read(op.b, n) + Features.of(gl_line=scale_lines)
+
+
+def _prefetches(op, target):
+    fmt, (_, _, k, n) = op.b.dtype, op.iter_shape
+    return prefetch_plan(op.b, k, CHUNK, _chains(n, ceil(_group(fmt, k) / CHUNK)), target)
+
+
+# -- emitter ---------------------------------------------------------------------------------------------
+def _emit(lw, node, binds) -> None:
+    a, b, c = binds
+    op = node.spec.op
+    fmt, (_, _, k, n) = b.dtype, op.iter_shape
+    check_dot_operands(lw, "dot_quant_lut", a, (b,), (c,), 1, k, n)
+    v, G = lw.v, _group(fmt, k)
+    chains = _chains(n, ceil(G / CHUNK))
+    lw.open("{")
+    lw.emit(f"// dot_quant_lut: {n} column(s) of {fmt} weights, K = {k}, dequantized by a table per group")
+    ap = lw.fresh("ap")
+    lw.emit(f"const float* {ap} = {lw.ptr(a, (0, 0, 0))};")
+    bps, sps, zps = column_pointers(lw, fmt, [(b, j) for j in range(n)])
+    base = lw.fresh("lut")
+    lw.emit(f"const {lw.target.vtype} {base} = {v}::nibble_values({0 if fmt.zero else 8});")
+    scales = [_widened_scales(lw, fmt, k // G, sps[j], zps[j] if zps else None) for j in range(n)] if sps else []
+    accs = [[lw.fresh("acc") for _ in range(2 * chains)] for _ in range(n)]
+    lw.emit(f"{lw.target.vtype} " + ", ".join(f"{x} = {v}::zero()" for col in accs for x in col) + ";")
+
+    def group(g: str, trip_head) -> None:
+        tables = [_table(lw, fmt, base, bps[j], scales[j] if scales else None, g) for j in range(n)]
+        _chunks(lw, fmt, accs, ap, bps, tables, g, G, chains, trip_head)
+
+    group_loop(lw, fmt, k, prefetch_head(lw, _prefetches(op, lw.target), bps), group)
+    for j, col in enumerate(accs):
+        lw.emit(f"{lw.elem(c, (0, 0, j))} += {v}::hsum({pairwise_sum(lw, col)});")
+    lw.close()
+
+
+def _widened_scales(lw, fmt, groups: int, sp: str, zp: str | None) -> tuple[str, str | None]:
+    """The column's separate scales as f32 (and z * s with zero points) in arrays on the stack, once per
+    call: (scales, z * s or None)."""
+    s, zs = lw.fresh("sc"), lw.fresh("zs") if zp else None
+    lw.emit(f"float {s}[{groups}]" + (f", {zs}[{groups}]" if zs else "") + ";")
+    bf16 = "true" if fmt.scales == "bf16" else "false"
+    lw.emit(f"{lw.v}::widen_scales({sp}, {zp or 'nullptr'}, {groups}, {bf16}, {s}, {zs or 'nullptr'});")
+    return s, zs
+
+
+def _table(lw, fmt, base: str, bp: str, scales, g: str) -> str:
+    """The column's table for group g: s * (q - z) for q = 0..15 (base: q - 8, or q with zero points, where
+    s * q - z * s is exact for 16-bit scales)."""
+    v, t = lw.v, lw.fresh("tab")
+    if scales is None:  # q4_0: the block's fp16 d
+        value = f"{v}::mul({base}, {scale_vector(lw, fmt, bp, '', g)})"
+    elif scales[1]:
+        value = f"{v}::fmsub({base}, {v}::bcast({scales[0]}[{g}]), {v}::bcast({scales[1]}[{g}]))"
+    else:
+        value = f"{v}::mul({base}, {v}::bcast({scales[0]}[{g}]))"
+    lw.emit(f"const {lw.target.vtype} {t} = {value};")
+    return t
+
+
+def _chunks(lw, fmt, accs, ap: str, bps, tables, g: str, G: int, chains: int, head) -> None:
+    """accs[j] += A's chunk times column j's nibbles looked up in tables[j], over group g's G values."""
+    vt, v = lw.target.vtype, lw.v
+    first = f"{g} * {G}" if g != "0" else ""
+
+    def chunk(e0, slot: int, cnt: int) -> None:
+        at = " + ".join(x for x in (first, str(e0)) if x and x != "0") or "0"
+        lo, hi = lw.fresh("a"), lw.fresh("a")
+        lw.emit(f"{vt} {lo} = {v}::load_f32({ap} + {at}, {min(16, cnt)}), {hi} = {_high_half(lw, ap, at, cnt)};")
+        if fmt.name == "i4":  # in lookup_i4's order
+            lw.emit(f"{v}::i4_order({lo}, {hi}, {lo}, {hi});")
+        for col, bp, tab in zip(accs, bps, tables):
+            ql, qh, at = lw.fresh("ql"), lw.fresh("qh"), _bytes_at(fmt, bp, g, e0)
+            lw.emit(f"{vt} {ql}, {qh}; {v}::lookup_{fmt.name[:2]}({at}, {(cnt + 1) // 2}, {tab}, {ql}, {qh});")
+            lw.emit(f"{col[2 * slot]} = {v}::fma({lo}, {ql}, {col[2 * slot]});")
+            lw.emit(f"{col[2 * slot + 1]} = {v}::fma({hi}, {qh}, {col[2 * slot + 1]});")
+
+    chunk_loop(lw, fmt, G, chains, chunk, CHUNK, head)
+
+
+def _high_half(lw, ap: str, at: str, cnt: int) -> str:
+    return f"{lw.v}::load_f32({ap} + {at} + 16, {cnt - 16})" if cnt > 16 else f"{lw.v}::zero()"
+
+
+def _bytes_at(fmt, bp: str, g: str, e0) -> str:
+    """The first byte of values e0.. of group g of the column at bp."""
+    if fmt.name == "q4_0":  # a block's 16 bytes follow its fp16 d
+        return f"{bp} + {g} * 18 + 2"
+    return _i4_at(fmt, bp, g, e0)
+
+
+DOT_QUANT_LUT = KernelDef(
+    name="dot_quant_lut",
+    kind="matmul",
+    vector=True,
+    applies=_applies,
+    cost=_cost,
+    emit=_emit,
+    doc="n dot products of f32 A with i4 / q4_0 columns, each group's 16 values in a table looked up by vpermps",
+    features=frozenset({"avx512f"}),
+    vector_regs=_vector_regs,
+)

@@ -1,0 +1,110 @@
+"""dot_quant_lut (target/kernels/quant_lut.py): 4-bit weights with f32 activations dequantized by a table per
+group, on AVX-512. Forced through the scheduling API on awkward sizes (N = 1 and primes, K not a multiple of
+its 32-value chunk, groups shorter than a chunk, rolled loops, zero points, 1 to 4 columns per kernel), run
+against numpy's dequantization by the formats' definitions; and the search's choice on an Intel profile."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from morello_build.codegen import emit_header
+from morello_build.ir.grammar import parse_spec
+from morello_build.ir.impl import Kernel, walk
+from morello_build.synth import cost
+from morello_build.synth import schedule as S
+from morello_build.target import get_target
+from morello_build.tools.api import synthesize_program
+from tests.test_quant import HAVE_CXX, _c_array, _case, case_outputs, run_program
+
+KERNEL = "dot_quant_lut"
+# (spec, columns per kernel)
+CASES = [
+    ("matmul 1x32x1 b=q4_0", 1),
+    ("matmul 1x96x7 b=q4_0", 4),  # 7 columns: tiles of 4 and a ragged 3
+    ("matmul 1x64x5 b=i4:col group=32 scales=f32", 2),
+    ("matmul 1x36x3 b=i4:col group=channel scales=bf16 zero", 3),  # a chunk of 32 and a tail of 4
+    ("matmul 1x48x3 b=i4:col group=16 scales=f16", 1),  # groups shorter than a chunk
+    ("matmul 1x384x4 b=i4:col group=128 scales=bf16 zero", 4),
+    ("matmul 1x610x1 b=i4:col group=channel scales=f32", 1),  # a rolled loop of two chains, a tail of 2
+    ("matmul 1x2x3 b=i4:col group=channel scales=f16 zero", 1),
+    ("matmul 1x160x2 b=i4:col group=32 scales=f16 zero", 1),
+]
+ISAS = ["avx512", "avx512_bf16"]
+
+
+def _forced(text: str, cols: int, t):
+    def in_registers(s):
+        return S.move(
+            s, "c", "RF", target=t, body=lambda s: S.to_accum(s, target=t, body=lambda s: S.select(s, KERNEL, t))
+        )
+
+    impl = S.tile_out(text, (1, cols), target=t, body=in_registers) if cols < parse_spec(text).n else in_registers(text)
+    assert KERNEL in {n.name for n in walk(impl) if isinstance(n, Kernel)}
+    return impl
+
+
+def _program(isa: str, tmp) -> tuple:
+    t = get_target(isa, threads=1)
+    lines, cases = ["#include <cstdio>"], []
+    for i, (text, cols) in enumerate(CASES):
+        (tmp / f"k{i}.hpp").write_text(
+            emit_header(parse_spec(text), _forced(text, cols, t), t, name=f"k{i}", namespace=f"l{i}")
+        )
+        lines.append(f'#include "k{i}.hpp"')
+    lines.append("int main() {")
+    for i, (text, _) in enumerate(CASES):
+        u, a, arrays, want, bound = _case(text, 40 + i)
+        fmt = u.dtypes[1]
+        cases.append((want, bound))
+        extra = [f"b_{suffix}" for suffix, _ in fmt.extra_arrays()]
+        lines += ["  {", "  " + _c_array("float", "a", a), "  " + _c_array(fmt.ctype, "b", arrays["b"])]
+        lines += ["  " + _c_array(ctype, f"b_{suffix}", arrays[f"b_{suffix}"]) for suffix, ctype in fmt.extra_arrays()]
+        lines.append(f"  static float c[{want.size}], r[{want.size}];")
+        lines.append(f"  l{i}::k{i}({', '.join(['a', 'b', 'c', *extra])});")
+        lines.append(f"  l{i}::k{i}_reference({', '.join(['a', 'b', 'r', *extra])});")
+        lines.append(f'  for (int j = 0; j < {want.size}; ++j) std::printf("{i} %.9g %.9g\\n", c[j], r[j]);')
+        lines.append("  }")
+    src = tmp / "main.cpp"
+    src.write_text("\n".join(lines + ["  return 0;", "}"]) + "\n")
+    return src, cases
+
+
+@pytest.mark.skipif(not HAVE_CXX, reason="no C++ compiler")
+@pytest.mark.parametrize("isa", ISAS)
+def test_lut_kernels_match_numpy(isa, tmp_path):
+    src, cases = _program(isa, tmp_path)
+    rows = run_program(src, isa)
+    for i, (want, bound) in enumerate(cases):
+        kern, ref = case_outputs(rows, i, want.shape)
+        tol = 1e-5 * bound + 1e-6
+        assert np.all(np.abs(ref - want) <= tol), (CASES[i], "reference", ref, want)
+        assert np.all(np.abs(kern - want) <= tol), (CASES[i], isa, kern, want)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "matmul 1x2048x16384 b=i4:col group=32 scales=f16",
+        "matmul 1x2048x16384 b=q4_0:col",
+        "matmul 1x2560x1024 b=i4:col group=128 scales=bf16 zero",
+    ],
+)
+def test_search_picks_the_table_on_intel_512_bit(text):
+    """Golden Cove's 512-bit vector instructions share ports 0 and 5 (vec_pipes 2): dot_quant's widening
+    (masks, unpacks, two widenings and conversions per 32 values) costs more of them than the table's shift
+    and permutes. 1x2048x16384 i4 g32 f16, one thread, 4 rotated copies (scripts/kernel_ab.py, Xeon):
+    dot_quant 4048-4111 us, dot_quant_lut 2973 us (1 column per kernel) / 2808 us (4)."""
+    _, _, impl, _ = synthesize_program(text + " serial", isa="avx512_bf16", threads=1, db=None, profile="golden-cove")
+    assert {n.name for n in walk(impl) if isinstance(n, Kernel) and n.spec.op.kind == "matmul"} == {KERNEL}
+
+
+def test_shared_vector_pipes_take_every_vector_instruction():
+    """vec_pipes counts FMAs, ALU ops, shuffles and integer multiplies once more, in one class for all."""
+    costs = get_target("avx512_bf16", threads=1, profile="golden-cove").costs
+    assert costs.vec_pipes == 2
+    f = cost.Features.of(vec_fma=4, vec_op=2, vec_shuffle=3, vec_imul=1, vec_load=5)
+    parts = dict(zip(cost.CLASSES, cost.parts(f, costs)))
+    assert parts["vector"] == pytest.approx(10 / 2)
+    builtin = get_target("avx512_bf16", threads=1, profile="builtin").costs
+    assert dict(zip(cost.CLASSES, cost.parts(f, builtin)))["vector"] == 0
