@@ -1,9 +1,12 @@
-"""The integer dot kernels' prefetches (``dot_int``, ``dot_int4``: quant_int.py, quant_int4.py): each kernel
-prefetches into L2 the bytes of the n columns after its last one, a share per pair of blocks, so that a loop
-over N reads each of B's arrays (the values; separate scales and zero points) as one sequential stream, and
-deals each pair's share out between its columns' products."""
+"""The prefetches of the dot kernels that read B's columns as one stream (``dot_int``, ``dot_int4``:
+quant_int.py, quant_int4.py, a step per pair of blocks; ``dot_quant_lut``: quant_lut.py, a step per group):
+each kernel prefetches into L2 the bytes of the n columns after its last one, a share per step, so that a
+loop over N reads each of B's arrays (the values; separate scales and zero points) as one sequential stream,
+and deals each step's share out between its columns' products."""
 
 from __future__ import annotations
+
+from math import ceil
 
 from morello_build.ir.aquant import BLOCK
 from morello_build.ir.formats import SCALE_DTYPES
@@ -12,7 +15,7 @@ LINE = 64
 
 
 def column_bytes(fmt, k: int) -> int:
-    return k // BLOCK * (fmt.unit_size if fmt.block else fmt.bits * BLOCK // 8)
+    return ceil(k * fmt.bytes)
 
 
 def prefetch_streams(fmt, k: int) -> tuple[int, ...]:
@@ -24,38 +27,42 @@ def prefetch_streams(fmt, k: int) -> tuple[int, ...]:
     return (column_bytes(fmt, k),) + extra
 
 
-def _stream_plan(fmt, k: int, n: int) -> tuple[int, tuple[tuple[int, int], ...]]:
-    """(pairs of blocks, (lines, lines prefetched per pair) of each stream): the bytes of the n columns after
-    a kernel's last column spread over its pairs of blocks, so that a loop over N reads its columns as one
-    stream per array."""
-    pairs = k // BLOCK // 2
+def _stream_plan(fmt, k: int, n: int, steps: int) -> tuple[tuple[int, int], ...]:
+    """(lines, lines prefetched per step) of each stream: the bytes of the n columns after a kernel's last
+    column spread over its steps, so that a loop over N reads its columns as one stream per array."""
     lines = [-(-n * b // LINE) for b in prefetch_streams(fmt, k)]
-    return pairs, tuple((x, -(-x // pairs) if pairs else 0) for x in lines)
+    return tuple((x, -(-x // steps) if steps else 0) for x in lines)
 
 
-def prefetch_plan(fmt, k: int, n: int) -> tuple[int, int]:
-    """(pairs of blocks, lines prefetched per pair over all of B's arrays): _stream_plan's totals."""
-    pairs, streams = _stream_plan(fmt, k, n)
-    return pairs, sum(per for _, per in streams)
+def prefetch_plan(fmt, k: int, n: int, steps: int | None = None) -> tuple[int, int]:
+    """(steps, lines prefetched per step over all of B's arrays): _stream_plan's totals; steps default to
+    the integer kernels' pairs of blocks."""
+    steps = k // BLOCK // 2 if steps is None else steps
+    return steps, sum(per for _, per in _stream_plan(fmt, k, n, steps))
 
 
 def prefetch_slots(lw, fmt, cols, k: int, n: int, blk: str, slots: int) -> list[list[str]]:
-    """This pair's share of the prefetches (blk: the pair's first block) into L2, dealt out evenly over
-    ``slots`` points of the pair's work (the kernels emit slot i after their i-th column's products): the
-    statements of each slot. Into L2 (prefetcht1): they run a kernel's worth of columns (KiBs) ahead, and
+    """The integer kernels' step_slots: a step per pair of blocks (blk: the pair's first block)."""
+    return step_slots(lw, fmt, cols[-1], k, n, f"{blk} / 2", k // BLOCK // 2, slots)
+
+
+def step_slots(lw, fmt, last, k: int, n: int, step: str, steps: int, slots: int) -> list[list[str]]:
+    """Step ``step``'s (a C expression, 0..steps-1) share of the prefetches into L2 of the arrays after the
+    kernel's last column (``last``: its pointers, _pointers' order), dealt out evenly over ``slots`` points
+    of the step's work (the kernels emit slot i after their i-th column's products): the statements of each
+    slot. Into L2 (prefetcht1): they run a kernel's worth of columns (KiBs) ahead, and
     prefetches into L1 from DRAM hold the few L1 fill buffers that the demand loads need (a Golden Cove
     Xeon, 1x2048x16384 from DRAM, 1 thread: q8_0 0.68 of a read sweep with T0, 0.86-0.88 with T1, 0.50
     without; AMD before Zen 4 fills L1 on every hint). Dealt out between the loads (``prefetch_l2_here``
     keeps each where it is written), not in one burst at the pair's start: q4_0 0.79 -> 1.00 of the sweep,
     q8_0 0.91 -> 1.08-1.12 (same CPU and shape). Separate scale and zero-point arrays are streams of their
-    own (i8 g32: 0.88 of the sweep without their prefetches); a stream shorter than the pairs stops at its
+    own (i8 g32: 0.88 of the sweep without their prefetches); a stream shorter than the steps stops at its
     last line (the same line again)."""
-    pairs, streams = _stream_plan(fmt, k, n)
     stmts = []
-    for ptr, col_bytes, (lines, per) in zip(cols[-1], prefetch_streams(fmt, k), streams):
+    for ptr, col_bytes, (lines, per) in zip(last, prefetch_streams(fmt, k), _stream_plan(fmt, k, n, steps)):
         for u in range(per):
-            line = f"{blk} / 2 * {per} + {u}"
-            if pairs * per > lines:
+            line = f"{step} * {per} + {u}"
+            if steps * per > lines:
                 line = f"{line} < {lines} ? {line} : {lines - 1}"
             stmts.append(f"{lw.rt}::prefetch_l2_here({ptr}, {col_bytes} + ({line}) * {LINE});")
     out: list[list[str]] = [[] for _ in range(slots)]

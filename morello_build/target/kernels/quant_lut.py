@@ -40,6 +40,8 @@ from morello_build.target.kernels.quant import (
     scale_vector,
     short_columns,
 )
+from morello_build.target.kernels.quant_int_prefetch import prefetch_plan as stream_plan
+from morello_build.target.kernels.quant_int_prefetch import step_slots
 
 CHUNK = 32  # values per step: 16 bytes of nibbles, two vectors of f32
 MAX_COLS = 4
@@ -100,9 +102,23 @@ def _cost(op, target) -> Features:
         loop_iter=groups if groups > 1 else 0,
     )
     scale_lines = ceil(n * k * fmt.scale_bytes / 64) if op.b.level == Level.GL else 0
-    feats += (Features() if fmt.scales else scale_features(fmt, n, groups)) + short_columns(op, target)
-    feats += prefetch_loads(_prefetches(op, target), n)
-    return feats + lines_read(op.a) + streams_read(op.b, n) + Features.of(gl_line=scale_lines)
+    feats += (Features() if fmt.scales else scale_features(fmt, n, groups)) + Features.of(gl_line=scale_lines)
+    if _streamed(fmt, k):  # one stream: the next columns prefetched a share per group
+        return (
+            feats
+            + Features.of(vec_load=groups * stream_plan(fmt, k, n, groups)[1])
+            + lines_read(op.a)
+            + lines_read(op.b)
+        )
+    feats += short_columns(op, target) + prefetch_loads(_prefetches(op, target), n)
+    return feats + lines_read(op.a) + streams_read(op.b, n)
+
+
+def _streamed(fmt, k: int) -> bool:
+    """Whether the kernel prefetches the n columns after its last, a share per group (step_slots: several
+    groups), so that a loop over N reads B as one stream per array; else (one group: channel scales) each
+    column a prefetch distance ahead of its loads (quant.prefetch_plan)."""
+    return k // _group(fmt, k) > 1
 
 
 def _prefetches(op, target):
@@ -129,11 +145,16 @@ def _emit(lw, node, binds) -> None:
     accs = [[lw.fresh("acc") for _ in range(2 * chains)] for _ in range(n)]
     lw.emit(f"{lw.target.vtype} " + ", ".join(f"{x} = {v}::zero()" for col in accs for x in col) + ";")
 
+    streamed = _streamed(fmt, k) and op.b.level == Level.GL and lw.target.costs.prefetch_bytes
+    last = [bps[-1]] + ([sps[-1]] if sps else []) + ([zps[-1]] if zps else [])
+
     def group(g: str, trip_head) -> None:
         tables = [_table(lw, fmt, base, bps[j], scales[j] if scales else None, g) for j in range(n)]
-        _chunks(lw, fmt, accs, ap, bps, tables, g, G, chains, trip_head)
+        slots = step_slots(lw, fmt, last, k, n, g, k // G, n) if streamed else None
+        _chunks(lw, fmt, accs, ap, bps, tables, g, G, chains, trip_head, slots)
 
-    group_loop(lw, fmt, k, prefetch_head(lw, _prefetches(op, lw.target), bps), group)
+    prefetch = (None, False) if _streamed(fmt, k) else prefetch_head(lw, _prefetches(op, lw.target), bps)
+    group_loop(lw, fmt, k, prefetch, group)
     for j, col in enumerate(accs):
         lw.emit(f"{lw.elem(c, (0, 0, j))} += {v}::hsum({pairwise_sum(lw, col)});")
     lw.close()
@@ -163,8 +184,9 @@ def _table(lw, fmt, base: str, bp: str, scales, g: str) -> str:
     return t
 
 
-def _chunks(lw, fmt, accs, ap: str, bps, tables, g: str, G: int, chains: int, head) -> None:
-    """accs[j] += A's chunk times column j's nibbles looked up in tables[j], over group g's G values."""
+def _chunks(lw, fmt, accs, ap: str, bps, tables, g: str, G: int, chains: int, head, slots=None) -> None:
+    """accs[j] += A's chunk times column j's nibbles looked up in tables[j], over group g's G values; the
+    group's prefetches slots[j] after column j's products in its first chunk."""
     vt, v = lw.target.vtype, lw.v
     first = f"{g} * {G}" if g != "0" else ""
 
@@ -174,11 +196,13 @@ def _chunks(lw, fmt, accs, ap: str, bps, tables, g: str, G: int, chains: int, he
         lw.emit(f"{vt} {lo} = {v}::load_f32({ap} + {at}, {min(16, cnt)}), {hi} = {_high_half(lw, ap, at, cnt)};")
         if fmt.name == "i4":  # in lookup_i4's order
             lw.emit(f"{v}::i4_order({lo}, {hi}, {lo}, {hi});")
-        for col, bp, tab in zip(accs, bps, tables):
+        for j, (col, bp, tab) in enumerate(zip(accs, bps, tables)):
             ql, qh, at = lw.fresh("ql"), lw.fresh("qh"), _bytes_at(fmt, bp, g, e0)
             lw.emit(f"{vt} {ql}, {qh}; {v}::lookup_{fmt.name[:2]}({at}, {(cnt + 1) // 2}, {tab}, {ql}, {qh});")
             lw.emit(f"{col[2 * slot]} = {v}::fma({lo}, {ql}, {col[2 * slot]});")
             lw.emit(f"{col[2 * slot + 1]} = {v}::fma({hi}, {qh}, {col[2 * slot + 1]});")
+            for stmt in slots[j] if slots and str(e0) == "0" else ():
+                lw.emit(stmt)
 
     chunk_loop(lw, fmt, G, chains, chunk, CHUNK, head)
 
