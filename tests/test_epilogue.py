@@ -197,8 +197,8 @@ def test_pair_kernels_prefetch_their_b_columns_from_main_memory():
 @pytest.mark.parametrize("spec", ["matmul 1x200x24 b=bf16:col serial", "matmul 1x96x5 b=q8_0 serial"])
 def test_gemv_dot_kernels_read_b_from_main_memory_and_prefetch_it(spec):
     """A GEMV's B columns are read once: no cache view of them is offered (policy._view_pays), so its dot
-    kernels (dot_quant for weight formats) see B in main memory and prefetch it like the pair's (~0.8 of
-    the read sweep without, Zen 3); a cost table with prefetch_bytes 0 emits none and counts fewer loads."""
+    kernels (dot_quant for weight formats) see B in main memory and prefetch it (~0.8 of the read sweep
+    without, Zen 3); a cost table with prefetch_bytes 0 emits none and counts fewer loads."""
     from dataclasses import replace
 
     from morello_build.ir.impl import Kernel, MoveImpl, walk
@@ -208,8 +208,11 @@ def test_gemv_dot_kernels_read_b_from_main_memory_and_prefetch_it(spec):
     assert not [n for n in walk(impl) if isinstance(n, MoveImpl) and n.operand == 1]
     kernels = [n for n in walk(impl) if isinstance(n, Kernel) and n.name.startswith("dot_")]
     assert kernels and all(k.spec.op.b.level == Level.GL for k in kernels)
-    assert "::prefetch(" in emit_header(user, impl, target, name="k")
-    assert "::prefetch(" not in emit_header(user, impl, off, name="k")
+    on, no = emit_header(user, impl, target, name="k"), emit_header(user, impl, off, name="k")
+    # each column prefetch_bytes ahead, or (weight formats in several groups) the columns after the kernel's
+    # last into L2, a share per group (quant_int_prefetch.step_slots)
+    assert "::prefetch(" in on or "::prefetch_l2_here(" in on
+    assert "::prefetch(" not in no and "::prefetch_l2_here(" not in no
     op = kernels[0].spec.op
     loads = [target.kernel(kernels[0].name).cost(op, t).get("vec_load") for t in (target, off)]
     assert loads[0] > loads[1]

@@ -349,8 +349,17 @@ def test_weight_formats_widen_in_vector_registers(isa, tmp_path):
 def test_i4_gemv_widens_two_vectors_per_load(isa):
     """dot_quant widens i4 2W values at a time (load2_i4: on AVX-512 one 16-byte load and one nibble split
     for 32 values, where two load_i4 calls took 2 masked 8-byte loads: 1x2048x16384 1.29x faster warm)."""
-    header = _headers(isa)[SPECS.index("matmul 1x64x5 b=i4:col group=32 scales=f32")]
-    assert "::load2_i4(" in header and "::load_i4(" not in header.split("// dot_quant")[1]
+    from morello_build.synth import schedule as S
+
+    text, t = "matmul 1x64x5 b=i4:col group=32 scales=f32", get_target(isa, threads=1)
+
+    def in_registers(s):
+        return S.move(
+            s, "c", "RF", target=t, body=lambda s: S.to_accum(s, target=t, body=lambda s: S.select(s, "dot_quant", t))
+        )
+
+    header = emit_header(parse_spec(text), S.tile_out(text, (1, 1), target=t, body=in_registers), t)
+    assert "::load2_i4(" in header and "::load_i4(" not in header.split("// dot_quant:")[1]
 
 
 # -- dot_quant_rows forced by the scheduling API ---------------------------------------------------------

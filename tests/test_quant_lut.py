@@ -1,6 +1,6 @@
 """dot_quant_lut (target/kernels/quant_lut.py): 4-bit weights with f32 activations dequantized by a table per
 group, on AVX-512. Forced through the scheduling API on awkward sizes (N = 1 and primes, K not a multiple of
-its 32-value chunk, groups shorter than a chunk, rolled loops, zero points, 1 to 4 columns per kernel), run
+its 32-value chunk, groups shorter than a chunk, rolled loops, zero points, 1 to 4 rows and columns per kernel), run
 against numpy's dequantization by the formats' definitions; and the search's choice on an Intel profile."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from morello_build.tools.api import synthesize_program
 from tests.test_quant import HAVE_CXX, _c_array, _case, case_outputs, run_program
 
 KERNEL = "dot_quant_lut"
-# (spec, columns per kernel)
+# (spec, columns per kernel; rows per kernel: all of M)
 CASES = [
     ("matmul 1x32x1 b=q4_0", 1),
     ("matmul 1x96x7 b=q4_0", 4),  # 7 columns: tiles of 4 and a ragged 3
@@ -29,6 +29,10 @@ CASES = [
     ("matmul 1x610x1 b=i4:col group=channel scales=f32", 1),  # a rolled loop of two chains, a tail of 2
     ("matmul 1x2x3 b=i4:col group=channel scales=f16 zero", 1),
     ("matmul 1x160x2 b=i4:col group=32 scales=f16 zero", 1),
+    # small batches: each column's lookups shared by the rows
+    ("matmul 4x64x5 b=i4:col group=32 scales=f16 zero", 2),
+    ("matmul 3x96x3 b=q4_0", 3),
+    ("matmul 2x36x2 b=i4:col group=channel scales=bf16", 1),
 ]
 ISAS = ["avx512", "avx512_bf16"]
 
@@ -39,7 +43,8 @@ def _forced(text: str, cols: int, t):
             s, "c", "RF", target=t, body=lambda s: S.to_accum(s, target=t, body=lambda s: S.select(s, KERNEL, t))
         )
 
-    impl = S.tile_out(text, (1, cols), target=t, body=in_registers) if cols < parse_spec(text).n else in_registers(text)
+    u = parse_spec(text)
+    impl = S.tile_out(text, (u.m, cols), target=t, body=in_registers) if cols < u.n else in_registers(text)
     assert KERNEL in {n.name for n in walk(impl) if isinstance(n, Kernel)}
     return impl
 

@@ -21,6 +21,8 @@ from morello_build.synth.cost import Features, lines_read, streams_read
 from morello_build.target.kernels import dot
 from morello_build.target.kernels.common import F32, KernelDef, check_dot_operands, pairwise_sum
 from morello_build.target.kernels.dot import dot_shape, prefetch_offsets
+from morello_build.target.kernels.quant_int_prefetch import prefetch_plan as stream_plan
+from morello_build.target.kernels.quant_int_prefetch import step_slots, streams_by_group
 
 # Vector instructions widening one vector of a format's values to f32 lanes, beyond its load (the ISA
 # helpers, templates/isa_*.hpp.j2): q8_0 / i8 sign-extend and convert; q4_0 zero-extend, shift or mask,
@@ -120,15 +122,18 @@ def _cost(op, target, cols: int | None = None):
         loop_iter=groups if groups > 1 else 0,
     )
     scale_lines = ceil(n * k * fmt.scale_bytes / 64) if op.b.level == Level.GL else 0
-    feats += scale_features(fmt, n, groups) + short_columns(op, target)
-    feats += prefetch_loads(_prefetches(op, target, cols), n)
-    return feats + lines_read(op.a) + streams_read(op.b, n) + Features.of(gl_line=scale_lines)
+    feats += scale_features(fmt, n, groups) + lines_read(op.a) + Features.of(gl_line=scale_lines)
+    if cols is None and streams_by_group(op.b, k, target):  # one stream: the next columns, a share per group
+        return feats + Features.of(vec_load=groups * stream_plan(fmt, k, n, groups)[1]) + lines_read(op.b)
+    return feats + short_columns(op, target) + prefetch_loads(_prefetches(op, target, cols), n) + streams_read(op.b, n)
 
 
 def _prefetches(op, target, cols: int | None = None) -> tuple[int, bool, tuple[int, ...]]:
     """How the kernel prefetches each B column from main memory, as the plain dot kernels do (dot.py):
     prefetch_plan for dot_quant's chunks and chains (``cols``: the columns beside each other, default n)."""
     fmt, (_, _, k, n) = op.b.dtype, op.iter_shape
+    if cols is None and streams_by_group(op.b, k, target):
+        return 0, False, ()
     G = fmt.group if fmt.group > 1 else k
     u = _chains(cols or n, ceil(G / target.lanes))
     return prefetch_plan(op.b, k, target.lanes * (2 if fmt.name in _DOUBLE_CHUNKS else 1), u, target)
@@ -232,7 +237,8 @@ def _emit(lw, node, binds) -> None:
         accs = [pairwise_sum(lw, col) for col in parts]
     else:
         accs = _zeroed(lw, [[lw.fresh("acc")] for _ in range(n)])
-        _grouped(lw, fmt, [col[0] for col in accs], ap, bps, sps, zps, k, u, _prefetch_head(lw, op, bps))
+        last = [bps[-1]] + sps[-1:] + zps[-1:] if streams_by_group(op.b, k, lw.target) else None
+        _grouped(lw, fmt, [col[0] for col in accs], ap, bps, sps, zps, k, u, _prefetch_head(lw, op, bps), last)
         accs = [col[0] for col in accs]
     for j, acc in enumerate(accs):
         lw.emit(f"{lw.elem(c, (0, 0, j))} += {v}::hsum({acc});")
@@ -337,9 +343,10 @@ def group_loop(lw, fmt, k: int, prefetch, body):
     return out
 
 
-def _grouped(lw, fmt, accs, ap, bps, sps, zps, k, u, prefetch=(None, False)) -> None:
+def _grouped(lw, fmt, accs, ap, bps, sps, zps, k, u, prefetch=(None, False), last=None) -> None:
     """Formats with scales: per group (group_loop, which places ``prefetch``, prefetch_head's), unscaled
-    partial sums over u chains, then acc += partial * scale."""
+    partial sums over u chains, then acc += partial * scale. ``last``: the last column's pointers, where the
+    kernel prefetches the columns after it, a share per group (step_slots)."""
     vt, v = lw.target.vtype, lw.v
 
     def group(g: str, trip_head) -> None:
@@ -353,16 +360,17 @@ def _grouped(lw, fmt, accs, ap, bps, sps, zps, k, u, prefetch=(None, False)) -> 
                 lw.emit(f"const {vt} {shifts[-1]} = {v}::bcast({z});")
             else:
                 shifts.append(None)
-        _group_chunks(lw, fmt, parts, ap, bps, shifts, g, fmt.group, trip_head)
+        slots = step_slots(lw, fmt, last, k, len(accs), g, k // fmt.group, len(accs)) if last else None
+        _group_chunks(lw, fmt, parts, ap, bps, shifts, g, fmt.group, trip_head, slots)
         for acc, col, bp, sp in zip(accs, parts, bps, sps or [None] * len(accs)):
             lw.emit(f"{acc} = {v}::fma({pairwise_sum(lw, col)}, {scale_vector(lw, fmt, bp, sp, g)}, {acc});")
 
     group_loop(lw, fmt, k, prefetch, group)
 
 
-def _group_chunks(lw, fmt, parts, ap, bps, shifts, g: str, G: int, head=None) -> None:
+def _group_chunks(lw, fmt, parts, ap, bps, shifts, g: str, G: int, head=None, slots=None) -> None:
     """parts[col][c % u] += A chunk c * widened B chunk c over the G values of group g (chunk_loop, which
-    calls head at the start of each trip)."""
+    calls head at the start of each trip); slots[col], prefetches, after the column's first chunk."""
     vt, v = lw.target.vtype, lw.v
     base = f"{g} * {G}" if g != "0" else ""
 
@@ -372,19 +380,25 @@ def _group_chunks(lw, fmt, parts, ap, bps, shifts, g: str, G: int, head=None) ->
     def chunk(e0, part: int, cnt: int):
         av = lw.fresh("av")
         lw.emit(f"const {vt} {av} = {v}::load_f32({a_at(e0)}, {cnt});")
-        for col, bp, sh in zip(parts, bps, shifts):
+        for j, (col, bp, sh) in enumerate(zip(parts, bps, shifts)):
             lw.emit(f"{col[part]} = {v}::fma({av}, {widened(lw, fmt, bp, g, e0, cnt, sh)}, {col[part]});")
+            prefetches(j, e0)
 
     def double_chunk(e0, part: int, cnt: int):  # 2W values: A's two vectors, B's from one load2_<format>
         W, aoff = lw.W, a_at(e0)
         halves = [(lw.fresh("av"), "", min(W, cnt))] + ([(lw.fresh("av"), f" + {W}", cnt - W)] if cnt > W else [])
         for av, off, c in halves:
             lw.emit(f"const {vt} {av} = {v}::load_f32({aoff}{off}, {c});")
-        for col, bp, sh in zip(parts, bps, shifts):
+        for j, (col, bp, sh) in enumerate(zip(parts, bps, shifts)):
             lo, hi = lw.fresh("blo"), lw.fresh("bhi")
             lw.emit(f"{vt} {lo}, {hi}; {widen2_call(lw, fmt, bp, g, e0, cnt, sh, lo, hi)};")
             for (av, _, _), bv in zip(halves, (lo, hi)):
                 lw.emit(f"{col[part]} = {v}::fma({av}, {bv}, {col[part]});")
+            prefetches(j, e0)
+
+    def prefetches(j: int, e0) -> None:
+        for stmt in slots[j] if slots and str(e0) == "0" else ():
+            lw.emit(stmt)
 
     if fmt.name in _DOUBLE_CHUNKS:
         chunk_loop(lw, fmt, G, len(parts[0]), double_chunk, 2 * lw.W, head)

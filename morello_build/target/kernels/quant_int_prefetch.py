@@ -10,6 +10,7 @@ from math import ceil
 
 from morello_build.ir.aquant import BLOCK
 from morello_build.ir.formats import SCALE_DTYPES
+from morello_build.ir.spec import Level
 
 LINE = 64
 
@@ -39,6 +40,14 @@ def prefetch_plan(fmt, k: int, n: int, steps: int | None = None) -> tuple[int, i
     the integer kernels' pairs of blocks."""
     steps = k // BLOCK // 2 if steps is None else steps
     return steps, sum(per for _, per in _stream_plan(fmt, k, n, steps))
+
+
+def streams_by_group(b, k: int, target) -> bool:
+    """Whether a dot kernel over B's columns in a weight format (dot_quant, dot_quant_lut) reads them as one
+    stream, step_slots' prefetches a share per group: B in main memory, several groups, prefetching on; else
+    it prefetches each column ``prefetch_bytes`` ahead of its loads (quant.prefetch_plan)."""
+    fmt = b.dtype
+    return fmt.group > 1 and k // fmt.group > 1 and b.level == Level.GL and bool(target.costs.prefetch_bytes)
 
 
 def prefetch_slots(lw, fmt, cols, k: int, n: int, blk: str, slots: int) -> list[list[str]]:

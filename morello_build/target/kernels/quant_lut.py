@@ -1,22 +1,27 @@
-"""``dot_quant_lut``: dot products of f32 A with 4-bit weights (``i4``, ``q4_0``) on AVX-512, widened by table.
+"""``dot_quant_lut``: 1-4 rows of f32 A by 4-bit weights (``i4``, ``q4_0``) on AVX-512, dequantized by table.
 
 A nibble stands for one of 16 values, so each group's dequantized values s * (q - z) sit in one zmm, the
-table, made once per group and column (one multiply; with zero points a subtract too). ``vpermps`` reads only
-the low 4 bits of each index lane, so 16 bytes zero-extended to 32-bit lanes index their low nibbles' values
-directly, and the same lanes shifted right by 4 their high nibbles': per 32 weights one widening, one shift
-and two permutes give two vectors of dequantized f32, against ``dot_quant``'s masks, byte subtractions,
-unpacks, two widenings and two conversions (all of them, on Intel with 512-bit vectors, on ports 0 and 5).
-The products go straight into each column's accumulators: no partial sum per group, no per-group FMA by
-the scale.
+column's table, made once per group (one multiply by the scale; with zero points s * q - z * s, one fmsub).
+``vpermps`` reads only the low 4 bits of each index lane, so a lane holding a byte looks up its low nibble's
+value, and the lane shifted right by 4 its high nibble's: per 32 weights two shifts and two permutes give two
+vectors of dequantized f32, against ``dot_quant``'s masks, byte subtractions, unpacks, two widenings and two
+conversions (on Intel with 512-bit vectors all of them queue for ports 0 and 5). The products go straight
+into the outputs' accumulators: no partial sum per group, no FMA by the scale; each column's lookups serve
+every row (small batches).
 
-The nibbles' order decides A's: ``q4_0`` byte j holds element j (low nibble) and j + 16 (high), so A's two
-vectors of the block as they are; ``i4`` byte j holds 2j (low) and 2j + 1 (high), so A's 32 values are
-split into evens and odds (two ``vpermt2ps``) once per chunk, for all the kernel's columns.
+The nibbles' order decides A's: ``q4_0`` byte j holds value j (low nibble) and j + 16 (high), so its 16 bytes
+zero-extended to 32-bit lanes meet A's two vectors as they are; ``i4`` byte j holds 2j and 2j + 1, so its
+16 bytes are broadcast to the four 128-bit lanes (a load, no shuffle) and lane i shifted to byte
+4 (i % 4) + i / 4, and each row's 32 values of A are put in that order by two ``vpermt2ps`` per chunk, for
+all the kernel's columns.
 
-Exact dequantization: s * (q - z) rounds once in f32, and not at all for f16 and bf16 scales (an 11-bit
-significand times a 5-bit integer). The sums run in a different order from ``dot_quant``'s (each product
-scaled first), within the same f32 error bound. Any even group size (``i4``: a group's last chunk may be
-short; its bytes and A's lanes past the group load as zeros).
+Separate scales are widened to f32 once per call into an array on the stack (16 a step), so that a group's
+is a broadcast load. With several groups the kernel prefetches into L2 the columns after its last, a share
+per group dealt out between its columns (quant_int_prefetch.step_slots), so that a loop over N reads B as one
+stream. Exact dequantization: s * (q - z) is exact in f32 for f16 and bf16 scales (an 11-bit significand
+times a 5-bit integer); the sums run in a different order from ``dot_quant``'s (each product scaled first),
+within the same f32 error bound. Any even group size (a group's last chunk may be short: its bytes and A's
+lanes past the group load as zeros).
 """
 
 from __future__ import annotations
@@ -41,31 +46,34 @@ from morello_build.target.kernels.quant import (
     short_columns,
 )
 from morello_build.target.kernels.quant_int_prefetch import prefetch_plan as stream_plan
-from morello_build.target.kernels.quant_int_prefetch import step_slots
+from morello_build.target.kernels.quant_int_prefetch import step_slots, streams_by_group
+from morello_build.target.kernels.rows import sets_hold_rows
 
 CHUNK = 32  # values per step: 16 bytes of nibbles, two vectors of f32
 MAX_COLS = 4
+MAX_ROWS = 4  # small batches: each column's lookups shared by the rows
 
 
 def _applies(op, target) -> bool:
     if op.kind != "matmul" or target.lanes != 16:  # a 16-entry table in one register: vpermps on zmm
         return False
-    fmt = op.b.dtype
+    fmt, (_, m, k, n) = op.b.dtype, op.iter_shape
     return (
-        dot_shape(op, target, MAX_COLS)
+        dot_shape(op, target, MAX_COLS, rows=range(1, MAX_ROWS + 1))
         and op.a.dtype == F32
-        and op.a.unit_stride(2)
+        and op.a.tile((1, 1, k)).unit_stride(2)  # each row of A dense along K
         and is_format(fmt)
         and fmt.name in ("i4", "q4_0")
-        and op.iter_shape[2] % fmt.group == 0
+        and k % fmt.group == 0
         and _vector_regs(op, target) <= target.vector_regs
+        and (m == 1 or sets_hold_rows(op.a, n, target))
     )
 
 
-def _chains(n: int, chunks: int) -> int:
-    """Accumulator pairs per column (a chunk's two products go to a pair): two with one column and at least
+def _chains(m: int, n: int, chunks: int) -> int:
+    """Accumulator pairs per output (a chunk's two products go to a pair): two with one output and at least
     two chunks a group, enough to hide the FMA latency behind the widening; else one."""
-    return 2 if n == 1 and chunks > 1 else 1
+    return 2 if m * n == 1 and chunks > 1 else 1
 
 
 def _group(fmt, k: int) -> int:
@@ -73,37 +81,37 @@ def _group(fmt, k: int) -> int:
 
 
 def _vector_regs(op, target) -> int:
-    fmt, (_, _, k, n) = op.b.dtype, op.iter_shape
-    chains = _chains(n, ceil(_group(fmt, k) / CHUNK))
-    # per column its accumulators and table; A's two vectors (i4: and its evens and odds); the base table,
-    # i4's two permute indices, a column's widened bytes
-    return n * (2 * chains + 1) + 2 + (2 if fmt.name == "i4" else 0) + 4
+    fmt, (_, m, k, n) = op.b.dtype, op.iter_shape
+    chains = _chains(m, n, ceil(_group(fmt, k) / CHUNK))
+    # per output its accumulators, per column its table, per row A's two vectors; the base table, i4's two
+    # permute indices, the shift counts, a column's two looked-up vectors
+    return m * n * 2 * chains + n + 2 * m + (2 if fmt.name == "i4" else 0) + 4
 
 
 def _cost(op, target) -> Features:
-    """Per chunk of 32 values: A's two loads (i4: two permutes into lookup_i4's order); per column its bytes
-    (q4_0: a widening load, a load and a shuffle; i4: a broadcast load), two shifts (q4_0: one), two permutes
-    (shuffles) and two FMAs into the column's chains, each FMA waiting for the last of its chain. Per group and
-    column the table (a multiply by the scale: q4_0's from the block, scale_features; separate scales a
-    broadcast load from the array they were widened into once per call, 16 a step)."""
-    fmt, (_, _, k, n) = op.b.dtype, op.iter_shape
+    """Per chunk of 32 values: per row A's two loads (i4: two permutes into lookup_i4's order); per column its
+    bytes (q4_0: a widening load, a load and a shuffle; i4: a broadcast load), two shifts (q4_0: one), two
+    permutes (shuffles), and per row two FMAs into the output's chains, each waiting for the last of its
+    chain. Per group and column the table (a multiply by the scale: q4_0's from the block, scale_features;
+    separate scales a broadcast load from the array they were widened into once per call, 16 a step)."""
+    fmt, (_, m, k, n) = op.b.dtype, op.iter_shape
     G = _group(fmt, k)
     groups, i4 = k // G, fmt.name == "i4"
     chunks = groups * ceil(G / CHUNK)
     widen_steps = n * ceil(groups / 16) if fmt.scales else 0
     feats = Features.of(
-        vec_load=chunks * (2 + n) + groups * n * (1 + fmt.zero) * bool(fmt.scales) + widen_steps * (1 + fmt.zero),
-        vec_shuffle=chunks * (2 * n + (2 if i4 else n)),
+        vec_load=chunks * (2 * m + n) + groups * n * (1 + fmt.zero) * bool(fmt.scales) + widen_steps * (1 + fmt.zero),
+        vec_shuffle=chunks * (2 * n + (2 * m if i4 else n)),
         vec_op=chunks * n * (2 if i4 else 1) + widen_steps * (2 + 3 * fmt.zero),
         vec_store=widen_steps * (1 + fmt.zero),
-        vec_fma=chunks * n * 2 + groups * n,
-        fma_latency=chunks / _chains(n, ceil(G / CHUNK)),
-        hsum=n,
+        vec_fma=chunks * m * n * 2 + groups * n,
+        fma_latency=chunks / _chains(m, n, ceil(G / CHUNK)),
+        hsum=m * n,
         loop_iter=groups if groups > 1 else 0,
     )
     scale_lines = ceil(n * k * fmt.scale_bytes / 64) if op.b.level == Level.GL else 0
     feats += (Features() if fmt.scales else scale_features(fmt, n, groups)) + Features.of(gl_line=scale_lines)
-    if _streamed(fmt, k):  # one stream: the next columns prefetched a share per group
+    if _streamed(op, target):  # one stream: the next columns prefetched a share per group
         return (
             feats
             + Features.of(vec_load=groups * stream_plan(fmt, k, n, groups)[1])
@@ -114,49 +122,48 @@ def _cost(op, target) -> Features:
     return feats + lines_read(op.a) + streams_read(op.b, n)
 
 
-def _streamed(fmt, k: int) -> bool:
-    """Whether the kernel prefetches the n columns after its last, a share per group (step_slots: several
-    groups), so that a loop over N reads B as one stream per array; else (one group: channel scales) each
-    column a prefetch distance ahead of its loads (quant.prefetch_plan)."""
-    return k // _group(fmt, k) > 1
+def _streamed(op, target) -> bool:
+    return streams_by_group(op.b, op.iter_shape[2], target)
 
 
 def _prefetches(op, target):
-    fmt, (_, _, k, n) = op.b.dtype, op.iter_shape
-    return prefetch_plan(op.b, k, CHUNK, _chains(n, ceil(_group(fmt, k) / CHUNK)), target)
+    fmt, (_, m, k, n) = op.b.dtype, op.iter_shape
+    if _streamed(op, target):
+        return 0, False, ()
+    return prefetch_plan(op.b, k, CHUNK, _chains(m, n, ceil(_group(fmt, k) / CHUNK)), target)
 
 
 # -- emitter ---------------------------------------------------------------------------------------------
 def _emit(lw, node, binds) -> None:
     a, b, c = binds
     op = node.spec.op
-    fmt, (_, _, k, n) = b.dtype, op.iter_shape
-    check_dot_operands(lw, "dot_quant_lut", a, (b,), (c,), 1, k, n)
+    fmt, (_, m, k, n) = b.dtype, op.iter_shape
+    check_dot_operands(lw, "dot_quant_lut", a, (b,), (c,), m, k, n)
     v, G = lw.v, _group(fmt, k)
-    chains = _chains(n, ceil(G / CHUNK))
+    chains = _chains(m, n, ceil(G / CHUNK))
     lw.open("{")
-    lw.emit(f"// dot_quant_lut: {n} column(s) of {fmt} weights, K = {k}, dequantized by a table per group")
-    ap = lw.fresh("ap")
-    lw.emit(f"const float* {ap} = {lw.ptr(a, (0, 0, 0))};")
+    lw.emit(f"// dot_quant_lut: {m} row(s) x {n} column(s) of {fmt} weights, K = {k}, dequantized by a table per group")
+    aps = [lw.fresh("ap") for _ in range(m)]
+    for i, ap in enumerate(aps):
+        lw.emit(f"const float* {ap} = {lw.ptr(a, (0, i, 0))};")
     bps, sps, zps = column_pointers(lw, fmt, [(b, j) for j in range(n)])
     base = lw.fresh("lut")
     lw.emit(f"const {lw.target.vtype} {base} = {v}::nibble_values({0 if fmt.zero else 8});")
     scales = [_widened_scales(lw, fmt, k // G, sps[j], zps[j] if zps else None) for j in range(n)] if sps else []
-    accs = [[lw.fresh("acc") for _ in range(2 * chains)] for _ in range(n)]
-    lw.emit(f"{lw.target.vtype} " + ", ".join(f"{x} = {v}::zero()" for col in accs for x in col) + ";")
-
-    streamed = _streamed(fmt, k) and op.b.level == Level.GL and lw.target.costs.prefetch_bytes
+    accs = [[[lw.fresh("acc") for _ in range(2 * chains)] for _ in range(n)] for _ in range(m)]
+    lw.emit(f"{lw.target.vtype} " + ", ".join(f"{x} = {v}::zero()" for row in accs for col in row for x in col) + ";")
+    streamed = _streamed(op, lw.target)
     last = [bps[-1]] + ([sps[-1]] if sps else []) + ([zps[-1]] if zps else [])
 
     def group(g: str, trip_head) -> None:
         tables = [_table(lw, fmt, base, bps[j], scales[j] if scales else None, g) for j in range(n)]
         slots = step_slots(lw, fmt, last, k, n, g, k // G, n) if streamed else None
-        _chunks(lw, fmt, accs, ap, bps, tables, g, G, chains, trip_head, slots)
+        _chunks(lw, fmt, accs, aps, bps, tables, g, G, chains, trip_head, slots)
 
-    prefetch = (None, False) if _streamed(fmt, k) else prefetch_head(lw, _prefetches(op, lw.target), bps)
-    group_loop(lw, fmt, k, prefetch, group)
-    for j, col in enumerate(accs):
-        lw.emit(f"{lw.elem(c, (0, 0, j))} += {v}::hsum({pairwise_sum(lw, col)});")
+    group_loop(lw, fmt, k, prefetch_head(lw, _prefetches(op, lw.target), bps), group)
+    for i, row in enumerate(accs):
+        for j, col in enumerate(row):
+            lw.emit(f"{lw.elem(c, (0, i, j))} += {v}::hsum({pairwise_sum(lw, col)});")
     lw.close()
 
 
@@ -184,23 +191,28 @@ def _table(lw, fmt, base: str, bp: str, scales, g: str) -> str:
     return t
 
 
-def _chunks(lw, fmt, accs, ap: str, bps, tables, g: str, G: int, chains: int, head, slots=None) -> None:
-    """accs[j] += A's chunk times column j's nibbles looked up in tables[j], over group g's G values; the
-    group's prefetches slots[j] after column j's products in its first chunk."""
+def _chunks(lw, fmt, accs, aps, bps, tables, g: str, G: int, chains: int, head, slots=None) -> None:
+    """accs[i][j] += row i's chunk of A times column j's nibbles looked up in tables[j], over group g's G
+    values; the group's prefetches slots[j] after column j's products in its first chunk."""
     vt, v = lw.target.vtype, lw.v
     first = f"{g} * {G}" if g != "0" else ""
 
     def chunk(e0, slot: int, cnt: int) -> None:
         at = " + ".join(x for x in (first, str(e0)) if x and x != "0") or "0"
-        lo, hi = lw.fresh("a"), lw.fresh("a")
-        lw.emit(f"{vt} {lo} = {v}::load_f32({ap} + {at}, {min(16, cnt)}), {hi} = {_high_half(lw, ap, at, cnt)};")
-        if fmt.name == "i4":  # in lookup_i4's order
-            lw.emit(f"{v}::i4_order({lo}, {hi}, {lo}, {hi});")
-        for j, (col, bp, tab) in enumerate(zip(accs, bps, tables)):
-            ql, qh, at = lw.fresh("ql"), lw.fresh("qh"), _bytes_at(fmt, bp, g, e0)
-            lw.emit(f"{vt} {ql}, {qh}; {v}::lookup_{fmt.name[:2]}({at}, {(cnt + 1) // 2}, {tab}, {ql}, {qh});")
-            lw.emit(f"{col[2 * slot]} = {v}::fma({lo}, {ql}, {col[2 * slot]});")
-            lw.emit(f"{col[2 * slot + 1]} = {v}::fma({hi}, {qh}, {col[2 * slot + 1]});")
+        rows = []
+        for ap in aps:
+            lo, hi = lw.fresh("a"), lw.fresh("a")
+            lw.emit(f"{vt} {lo} = {v}::load_f32({ap} + {at}, {min(16, cnt)}), {hi} = {_high_half(lw, ap, at, cnt)};")
+            if fmt.name == "i4":  # in lookup_i4's order
+                lw.emit(f"{v}::i4_order({lo}, {hi}, {lo}, {hi});")
+            rows.append((lo, hi))
+        for j, (bp, tab) in enumerate(zip(bps, tables)):
+            ql, qh, at_b = lw.fresh("ql"), lw.fresh("qh"), _bytes_at(fmt, bp, g, e0)
+            lw.emit(f"{vt} {ql}, {qh}; {v}::lookup_{fmt.name[:2]}({at_b}, {(cnt + 1) // 2}, {tab}, {ql}, {qh});")
+            for (lo, hi), row in zip(rows, accs):
+                acc = row[j]
+                lw.emit(f"{acc[2 * slot]} = {v}::fma({lo}, {ql}, {acc[2 * slot]});")
+                lw.emit(f"{acc[2 * slot + 1]} = {v}::fma({hi}, {qh}, {acc[2 * slot + 1]});")
             for stmt in slots[j] if slots and str(e0) == "0" else ():
                 lw.emit(stmt)
 
@@ -225,7 +237,7 @@ DOT_QUANT_LUT = KernelDef(
     applies=_applies,
     cost=_cost,
     emit=_emit,
-    doc="n dot products of f32 A with i4 / q4_0 columns, each group's 16 values in a table looked up by vpermps",
+    doc="1-4 f32 rows of A by 1-4 i4 / q4_0 columns, each group's 16 values in a table looked up by vpermps",
     features=frozenset({"avx512f"}),
     vector_regs=_vector_regs,
 )

@@ -34,6 +34,8 @@ from morello_build.target.kernels.quant import (
     widened,
     zero_value,
 )
+from morello_build.target.kernels.quant_int_prefetch import prefetch_plan as stream_plan
+from morello_build.target.kernels.quant_int_prefetch import step_slots, streams_by_group
 from morello_build.target.kernels.rows import MAX_ROWS, sets_hold_rows
 
 _MAX_COLS = 4
@@ -87,15 +89,18 @@ def _cost(op, target):
         loop_iter=groups if groups > 1 else 0,
     )
     scale_lines = ceil(n * k * fmt.scale_bytes / 64) if op.b.level == Level.GL else 0
-    feats += scale_features(fmt, n, groups) + Features.of(gl_line=scale_lines) + short_columns(op, target)
-    feats += prefetch_loads(_prefetch_plan(op, target), n)
-    return feats + lines_read(op.a) + streams_read(op.b, n)
+    feats += scale_features(fmt, n, groups) + Features.of(gl_line=scale_lines) + lines_read(op.a)
+    if streams_by_group(op.b, k, target):  # one stream: the next columns, a share per group
+        return feats + Features.of(vec_load=groups * stream_plan(fmt, k, n, groups)[1]) + lines_read(op.b)
+    return feats + short_columns(op, target) + prefetch_loads(_prefetch_plan(op, target), n) + streams_read(op.b, n)
 
 
 def _prefetch_plan(op, target):
     """dot_quant's prefetches of B's columns from main memory (quant.prefetch_plan), for these chunks (W
     values each) and accumulators: once per group, or per trip of a group's rolled chunk loop."""
     _, m, k, n = op.iter_shape
+    if streams_by_group(op.b, k, target):
+        return 0, False, ()
     return prefetch_plan(op.b, k, target.lanes, _accumulators(m, n, k, target.lanes), target, rows=m)
 
 
@@ -117,9 +122,12 @@ def _emit(lw, node, binds) -> None:
     bps, sps, zps = column_pointers(lw, fmt, [(b, j) for j in range(n)])
     cols = [(bp, sps[j] if sps else None, zps[j] if zps else None) for j, bp in enumerate(bps)]
 
+    last = [bps[-1]] + sps[-1:] + zps[-1:] if streams_by_group(b, k, lw.target) else None
+
     def group(g: str, trip_head) -> list:
         terms = [_group_terms(lw, fmt, col, g) for col in cols]
-        _chunks(lw, fmt, accs, aps, cols, terms, g, G, scaled=groups > 1, head=trip_head)
+        slots = step_slots(lw, fmt, last, k, n, g, groups, n) if last else None
+        _chunks(lw, fmt, accs, aps, cols, terms, g, G, scaled=groups > 1, head=trip_head, slots=slots)
         return terms
 
     per_group = group_loop(lw, fmt, k, prefetch_head(lw, _prefetch_plan(node.spec.op, lw.target), bps), group)
@@ -148,9 +156,10 @@ def _group_terms(lw, fmt, col, g: str) -> tuple[str | None, str | None]:
     return sv, zv
 
 
-def _chunks(lw, fmt, accs, aps, cols, per_group, g: str, G: int, scaled: bool, head=None) -> None:
+def _chunks(lw, fmt, accs, aps, cols, per_group, g: str, G: int, scaled: bool, head=None, slots=None) -> None:
     """accs[i][j][c % u] += A row i chunk c * widened B column j chunk c over the G values of group g:
-    over chunk_loop's chunks (head: at the start of each trip of its rolled loop)."""
+    over chunk_loop's chunks (head: at the start of each trip of its rolled loop); the group's prefetches
+    slots[j] after column j's widening in its first chunk."""
     vt, v = lw.target.vtype, lw.v
     u = len(accs[0][0])
     base = f"{g} * {G}" if g != "0" else ""
@@ -164,6 +173,8 @@ def _chunks(lw, fmt, accs, aps, cols, per_group, g: str, G: int, scaled: bool, h
                 x = f"{v}::mul({x}, {sv})"
             bvs.append(lw.fresh("bv"))
             lw.emit(f"const {vt} {bvs[-1]} = {x};")
+            for stmt in slots[len(bvs) - 1] if slots and str(e0) == "0" else ():
+                lw.emit(stmt)
         for i, ap in enumerate(aps):
             av = lw.fresh("av")
             lw.emit(f"const {vt} {av} = {v}::load_f32({ap} + {aoff}, {cnt});")
