@@ -21,8 +21,7 @@ from morello_build.synth.cost import Features, lines_read, streams_read
 from morello_build.target.kernels import dot
 from morello_build.target.kernels.common import F32, KernelDef, check_dot_operands, pairwise_sum
 from morello_build.target.kernels.dot import dot_shape, prefetch_offsets
-from morello_build.target.kernels.quant_int_prefetch import prefetch_plan as stream_plan
-from morello_build.target.kernels.quant_int_prefetch import step_slots, streams_by_group
+from morello_build.target.kernels.quant_int_prefetch import step_slots, stream_reads, streams_by_group
 
 # Vector instructions widening one vector of a format's values to f32 lanes, beyond its load (the ISA
 # helpers, templates/isa_*.hpp.j2): q8_0 / i8 sign-extend and convert; q4_0 zero-extend, shift or mask,
@@ -124,7 +123,7 @@ def _cost(op, target, cols: int | None = None):
     scale_lines = ceil(n * k * fmt.scale_bytes / 64) if op.b.level == Level.GL else 0
     feats += scale_features(fmt, n, groups) + lines_read(op.a) + Features.of(gl_line=scale_lines)
     if cols is None and streams_by_group(op.b, k, target):  # one stream: the next columns, a share per group
-        return feats + Features.of(vec_load=groups * stream_plan(fmt, k, n, groups)[1]) + lines_read(op.b)
+        return feats + stream_reads(op.b, k, n)
     return feats + short_columns(op, target) + prefetch_loads(_prefetches(op, target, cols), n) + streams_read(op.b, n)
 
 

@@ -1,8 +1,9 @@
-"""The prefetches of the dot kernels that read B's columns as one stream (``dot_int``, ``dot_int4``:
-quant_int.py, quant_int4.py, a step per pair of blocks; ``dot_quant_lut``: quant_lut.py, a step per group):
-each kernel prefetches into L2 the bytes of the n columns after its last one, a share per step, so that a
-loop over N reads each of B's arrays (the values; separate scales and zero points) as one sequential stream,
-and deals each step's share out between its columns' products."""
+"""The prefetches of the dot kernels that read B's columns as one stream: the integer kernels (``dot_int``,
+``dot_int4``: quant_int.py, quant_int4.py; a step per pair of blocks) and, with several groups, the f32 ones
+over weight formats (``dot_quant``, ``dot_quant_rows``, ``dot_quant_lut``; a step per group). Each kernel
+prefetches into L2 the bytes of the n columns after its last one, a share per step, so that a loop over N
+reads each of B's arrays (the values; separate scales and zero points) as one sequential stream, and deals
+each step's share out between its columns' products."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from math import ceil
 from morello_build.ir.aquant import BLOCK
 from morello_build.ir.formats import SCALE_DTYPES
 from morello_build.ir.spec import Level
+from morello_build.synth.cost import Features, lines_read
 
 LINE = 64
 
@@ -48,6 +50,13 @@ def streams_by_group(b, k: int, target) -> bool:
     it prefetches each column ``prefetch_bytes`` ahead of its loads (quant.prefetch_plan)."""
     fmt = b.dtype
     return fmt.group > 1 and k // fmt.group > 1 and b.level == Level.GL and bool(target.costs.prefetch_bytes)
+
+
+def stream_reads(b, k: int, n: int) -> Features:
+    """B's n columns read as one stream (streams_by_group): their lines, and step_slots' prefetches over its
+    groups (a load each)."""
+    groups = k // b.dtype.group
+    return Features.of(vec_load=groups * prefetch_plan(b.dtype, k, n, groups)[1]) + lines_read(b)
 
 
 def prefetch_slots(lw, fmt, cols, k: int, n: int, blk: str, slots: int) -> list[list[str]]:

@@ -45,8 +45,7 @@ from morello_build.target.kernels.quant import (
     scale_vector,
     short_columns,
 )
-from morello_build.target.kernels.quant_int_prefetch import prefetch_plan as stream_plan
-from morello_build.target.kernels.quant_int_prefetch import step_slots, streams_by_group
+from morello_build.target.kernels.quant_int_prefetch import step_slots, stream_reads, streams_by_group
 from morello_build.target.kernels.rows import sets_hold_rows
 
 CHUNK = 32  # values per step: 16 bytes of nibbles, two vectors of f32
@@ -111,15 +110,10 @@ def _cost(op, target) -> Features:
     )
     scale_lines = ceil(n * k * fmt.scale_bytes / 64) if op.b.level == Level.GL else 0
     feats += (Features() if fmt.scales else scale_features(fmt, n, groups)) + Features.of(gl_line=scale_lines)
+    feats += lines_read(op.a)
     if _streamed(op, target):  # one stream: the next columns prefetched a share per group
-        return (
-            feats
-            + Features.of(vec_load=groups * stream_plan(fmt, k, n, groups)[1])
-            + lines_read(op.a)
-            + lines_read(op.b)
-        )
-    feats += short_columns(op, target) + prefetch_loads(_prefetches(op, target), n)
-    return feats + lines_read(op.a) + streams_read(op.b, n)
+        return feats + stream_reads(op.b, k, n)
+    return feats + short_columns(op, target) + prefetch_loads(_prefetches(op, target), n) + streams_read(op.b, n)
 
 
 def _streamed(op, target) -> bool:

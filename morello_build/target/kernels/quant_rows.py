@@ -34,8 +34,7 @@ from morello_build.target.kernels.quant import (
     widened,
     zero_value,
 )
-from morello_build.target.kernels.quant_int_prefetch import prefetch_plan as stream_plan
-from morello_build.target.kernels.quant_int_prefetch import step_slots, streams_by_group
+from morello_build.target.kernels.quant_int_prefetch import step_slots, stream_reads, streams_by_group
 from morello_build.target.kernels.rows import MAX_ROWS, sets_hold_rows
 
 _MAX_COLS = 4
@@ -91,7 +90,7 @@ def _cost(op, target):
     scale_lines = ceil(n * k * fmt.scale_bytes / 64) if op.b.level == Level.GL else 0
     feats += scale_features(fmt, n, groups) + Features.of(gl_line=scale_lines) + lines_read(op.a)
     if streams_by_group(op.b, k, target):  # one stream: the next columns, a share per group
-        return feats + Features.of(vec_load=groups * stream_plan(fmt, k, n, groups)[1]) + lines_read(op.b)
+        return feats + stream_reads(op.b, k, n)
     return feats + short_columns(op, target) + prefetch_loads(_prefetch_plan(op, target), n) + streams_read(op.b, n)
 
 
