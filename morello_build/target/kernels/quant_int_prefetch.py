@@ -1,5 +1,6 @@
-"""The integer dot kernels' prefetches (``dot_int``, ``dot_int4``: quant_int.py, quant_int4.py): each kernel
-prefetches into L2 the bytes of the n columns after its last one, a share per pair of blocks, so that a loop
+"""The integer dot kernels' prefetches (``dot_int``, ``dot_int4``, ``dot_int4_vnni512``: quant_int.py,
+quant_int4.py, quant_int4_zmm.py): each kernel prefetches into L2 the bytes of the n columns after its last
+one, a share per pair of blocks (per step of four: dot_int4_vnni512), so that a loop
 over N reads each of B's arrays (the values; separate scales and zero points) as one sequential stream, and
 deals each pair's share out between its columns' products."""
 
