@@ -103,7 +103,7 @@ int main(int argc, char** argv) {{
 }}
 """
 _PARAM = re.compile(r'\{"(\w+)", (\d), (\d+)u, (\d), (\d+)u, (\d)\}')
-RIVALS = ("dot_int", "dot_int_vnni", "dot_int4", "dot_int4_vnni", "dot_int4_vnni512")
+RIVALS = ("dot_int", "dot_int_vnni", "dot_int_vnni512", "dot_int4", "dot_int4_vnni", "dot_int4_vnni512")
 
 
 def program(spec: str, isa: str, profile: str, keep: str | None):

@@ -234,29 +234,28 @@ def test_kernels_match_the_exact_semantics(isa, tmp_path):
 
 
 @pytest.mark.skipif(not HAVE_CXX, reason="no C++ compiler")
-def test_dot_int4_vnni_matches_the_exact_semantics(tmp_path, monkeypatch, request):
-    """dot_int4_vnni on avx512_bf16 (VNNI), with dot_int4_vnni512 (which the search prefers there) out of the
-    catalog: the 4-bit specs against numpy (M = 1..4, odd block and pair counts, N = 1 and primes, groups of 32,
-    64, 128 and channel), by both of its ways with zero points (madd_epi16 by z; 16 - z added to the nibbles:
-    from 3 rows on)."""
+def test_ymm_vnni_kernels_match_the_exact_semantics(tmp_path, monkeypatch, request):
+    """dot_int_vnni and dot_int4_vnni on avx512_bf16 (VNNI), with their zmm rivals (which the search prefers
+    there) out of the catalog: every spec against numpy (M = 1..4, odd block and pair counts, N = 1 and primes,
+    groups of 32, 64, 128 and channel), dot_int4_vnni by both of its ways with zero points (madd_epi16 by z;
+    16 - z added to the nibbles: from 3 rows on)."""
     import morello_build.target.kernels as catalog
     from morello_build.synth.actions import policy
 
-    monkeypatch.setattr(catalog, "CATALOG", tuple(k for k in catalog.CATALOG if k.name != "dot_int4_vnni512"))
+    zmm = ("dot_int4_vnni512", "dot_int_vnni512")
+    monkeypatch.setattr(catalog, "CATALOG", tuple(k for k in catalog.CATALOG if k.name not in zmm))
     policy._selects.cache_clear()  # each target's kernel actions are cached: this catalog's, for this test only
     request.addfinalizer(policy._selects.cache_clear)
-    target, specs, headers = get_target("avx512_bf16", threads=2), [], []
-    for text in SPECS:
+    target, headers = get_target("avx512_bf16", threads=2), []
+    for i, text in enumerate(SPECS):
         user = parse_spec(text)
-        if user.dtypes[1].name in ("q4_0", "i4"):
-            impl, _ = synthesize(user.to_spec(target.limits()), target)
-            i = len(specs)
-            header = emit_header(user, impl, target, name=f"k{i}", namespace=f"qi{i}")
-            assert "// dot_int4_vnni:" in header and "// dot_int4:" not in header, text
-            specs.append(text)
-            headers.append(header)
+        impl, _ = synthesize(user.to_spec(target.limits()), target)
+        header = emit_header(user, impl, target, name=f"k{i}", namespace=f"qi{i}")
+        want = "dot_int4_vnni" if user.dtypes[1].name in ("q4_0", "i4") else "dot_int_vnni"
+        assert f"// {want}:" in header and "vnni512" not in header, text
+        headers.append(header)
     assert sum("_mm256_add_epi8(" in h for h in headers) == 3
-    _check_program("avx512_bf16", tmp_path, specs, headers)
+    _check_program("avx512_bf16", tmp_path, SPECS, headers)
 
 
 @pytest.mark.parametrize("m", [1, 4])
