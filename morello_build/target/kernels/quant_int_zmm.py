@@ -13,6 +13,9 @@ as ``dot_int_vnni`` (quant_int.py).
   scales' multiply and the FMA for 64 values, where dot_int_vnni spends two signs, two ``vpdpbusd``, two
   converts, two broadcasts and two FMAs.
 - The odd last block: the same step with the upper half zero (masked loads).
+
+Measured (2048x16384, warm, 1 thread, Intel Xeon, scripts/kernel_ab.py, 21 rounds), against dot_int_vnni:
+q8_0 M = 1, 2, 4, 8: 0.96, 0.93, 0.92, 1.00 of its time; i8 g32 f16 with zero points: 0.89, 0.91, 0.71, 0.70.
 """
 
 from __future__ import annotations
