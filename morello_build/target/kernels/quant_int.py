@@ -15,7 +15,7 @@ quantized A (``Q8A`` blocks: f32 sa, 32 int8 qa) with integer weights (i8, i4, q
   does not fit an int8).
 - ``dot_int_vnni``: the same with AVX-512 VNNI's ``vpdpbusd`` (u8 by s8, 4 products per int32 lane) in
   place of ``maddubs`` and ``madd``, on targets whose CPUs have VNNI (avx512_bf16: every CPU with
-  AVX512_BF16 has AVX512_VNNI).
+  AVX512_BF16 has AVX512_VNNI); ``dot_int_vnni512`` (quant_int_zmm.py): on zmm, two blocks a step.
 - ``dot_int_scalar``: the same in plain int32 loops (the scalar target, and any other's fallback).
 """
 

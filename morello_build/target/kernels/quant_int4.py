@@ -31,7 +31,7 @@ more than 2 rows, two per column instead: the bytes 16 - z added to the column's
 is an unsigned byte for ``vpdpbusd``), and the rows' offsets are 16 * sum qa, as 8 * sum qa without zero
 points (1x2048x16384 i4 g32 at M = 4, 4x2 tiles, warm, Intel Xeon: 2.4% faster than the madd). The
 same exact integer sums: ``vpdpbusd`` adds the same 4 products a lane in int32, and the int16 sums above
-never saturate.
+never saturate. ``dot_int4_vnni512`` (quant_int4_zmm.py): this one on zmm, four blocks per step.
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
 """The prefetches of the dot kernels that read B's columns as one stream: the integer kernels (``dot_int``,
-``dot_int4``: quant_int.py, quant_int4.py; a step per pair of blocks) and, with several groups, the f32 ones
+``dot_int4`` and their zmm forms: quant_int.py, quant_int4.py, quant_int_zmm.py, quant_int4_zmm.py; a step per
+pair of blocks, or four for ``dot_int4_vnni512``) and, with several groups, the f32 ones
 over weight formats (``dot_quant``, ``dot_quant_rows``, ``dot_quant_lut``; a step per group). Each kernel
 prefetches into L2 the bytes of the n columns after its last one, a share per step, so that a loop over N
 reads each of B's arrays (the values; separate scales and zero points) as one sequential stream, and deals
@@ -37,10 +38,10 @@ def _stream_plan(fmt, k: int, n: int, steps: int) -> tuple[tuple[int, int], ...]
     return tuple((x, -(-x // steps) if steps else 0) for x in lines)
 
 
-def prefetch_plan(fmt, k: int, n: int, steps: int | None = None) -> tuple[int, int]:
+def prefetch_plan(fmt, k: int, n: int, span: int = 2, steps: int | None = None) -> tuple[int, int]:
     """(steps, lines prefetched per step over all of B's arrays): _stream_plan's totals; steps default to
-    the integer kernels' pairs of blocks."""
-    steps = k // BLOCK // 2 if steps is None else steps
+    the integer kernels' whole steps of ``span`` blocks (pairs unless said)."""
+    steps = k // BLOCK // span if steps is None else steps
     return steps, sum(per for _, per in _stream_plan(fmt, k, n, steps))
 
 
@@ -56,12 +57,12 @@ def stream_reads(b, k: int, n: int) -> Features:
     """B's n columns read as one stream (streams_by_group): their lines, and step_slots' prefetches over its
     groups (a load each)."""
     groups = k // b.dtype.group
-    return Features.of(vec_load=groups * prefetch_plan(b.dtype, k, n, groups)[1]) + lines_read(b)
+    return Features.of(vec_load=groups * prefetch_plan(b.dtype, k, n, steps=groups)[1]) + lines_read(b)
 
 
-def prefetch_slots(lw, fmt, cols, k: int, n: int, blk: str, slots: int) -> list[list[str]]:
-    """The integer kernels' step_slots: a step per pair of blocks (blk: the pair's first block)."""
-    return step_slots(lw, fmt, cols[-1], k, n, f"{blk} / 2", k // BLOCK // 2, slots)
+def prefetch_slots(lw, fmt, cols, k: int, n: int, blk: str, slots: int, span: int = 2) -> list[list[str]]:
+    """The integer kernels' step_slots: a step per ``span`` blocks, a pair unless said (blk: its first block)."""
+    return step_slots(lw, fmt, cols[-1], k, n, f"{blk} / {span}", k // BLOCK // span, slots)
 
 
 def step_slots(lw, fmt, last, k: int, n: int, step: str, steps: int, slots: int) -> list[list[str]]:
