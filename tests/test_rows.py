@@ -108,7 +108,8 @@ PREFETCHING = [
 @pytest.mark.parametrize("spec, kernel", PREFETCHING)
 def test_rows_and_pair_kernels_prefetch_b_from_main_memory(spec, kernel, isa):
     """As the single-row dot kernels do (test_epilogue): the search leaves B in main memory for them (no
-    L1 view hides it: policy._view_pays), they prefetch its columns, and count the prefetches as loads; a
+    L1 view hides it: policy._view_pays), they prefetch its columns (or, for weight formats in several groups,
+    the columns after the kernel's last, as one stream), and count the prefetches as loads; a
     cost table with prefetch_bytes 0 emits none and counts fewer loads."""
     from dataclasses import replace
     from unittest import mock
@@ -125,8 +126,11 @@ def test_rows_and_pair_kernels_prefetch_b_from_main_memory(spec, kernel, isa):
         impl, _ = synthesize(user.to_spec(), t)
     kernels = [n for n in walk(impl) if isinstance(n, Kernel) and n.name == kernel]
     assert kernels and all(b.level.name == "GL" for k in kernels for b in _bs(k.spec.op))
-    assert "::prefetch(" in emit_header(user, impl, t, name="k")
-    assert "::prefetch(" not in emit_header(user, impl, off, name="k")
+    on, no = emit_header(user, impl, t, name="k"), emit_header(user, impl, off, name="k")
+    # each column prefetch_bytes ahead, or (weight formats in several groups) the columns after the kernel's
+    # last into L2, a share per group (quant_int_prefetch.step_slots)
+    assert "::prefetch(" in on or "::prefetch_l2_here(" in on
+    assert "::prefetch(" not in no and "::prefetch_l2_here(" not in no
     op = kernels[0].spec.op
     loads = [t.kernel(kernel).cost(op, x).get("vec_load") for x in (t, off)]
     assert loads[0] > loads[1]
