@@ -120,11 +120,20 @@ def _cost(op, target, cols: int | None = None):
         hsum=n,
         loop_iter=groups if groups > 1 else 0,
     )
+    streamed = cols is None and streams_by_group(op.b, k, target)
+    return feats + scale_features(fmt, n, groups) + column_reads(op, target, streamed, _prefetches(op, target, cols))
+
+
+def column_reads(op, target, streamed: bool, plan) -> Features:
+    """A's lines and B's, its separate scales' included: B's n columns as one stream (``streamed``:
+    stream_reads, the next columns prefetched a share per group), else as n interleaved streams, short ones
+    paying their start (short_columns), with ``plan``'s prefetches (prefetch_plan) in every column."""
+    fmt, (_, _, k, n) = op.b.dtype, op.iter_shape
     scale_lines = ceil(n * k * fmt.scale_bytes / 64) if op.b.level == Level.GL else 0
-    feats += scale_features(fmt, n, groups) + lines_read(op.a) + Features.of(gl_line=scale_lines)
-    if cols is None and streams_by_group(op.b, k, target):  # one stream: the next columns, a share per group
+    feats = lines_read(op.a) + Features.of(gl_line=scale_lines)
+    if streamed:
         return feats + stream_reads(op.b, k, n)
-    return feats + short_columns(op, target) + prefetch_loads(_prefetches(op, target, cols), n) + streams_read(op.b, n)
+    return feats + short_columns(op, target) + prefetch_loads(plan, n) + streams_read(op.b, n)
 
 
 def _prefetches(op, target, cols: int | None = None) -> tuple[int, bool, tuple[int, ...]]:

@@ -29,23 +29,21 @@ from __future__ import annotations
 from math import ceil
 
 from morello_build.ir.formats import is_format
-from morello_build.ir.spec import Level
-from morello_build.synth.cost import Features, lines_read, streams_read
+from morello_build.synth.cost import Features
 from morello_build.target.kernels.common import F32, KernelDef, check_dot_operands, pairwise_sum
 from morello_build.target.kernels.dot import dot_shape
 from morello_build.target.kernels.quant import (
     _i4_at,
     chunk_loop,
     column_pointers,
+    column_reads,
     group_loop,
     prefetch_head,
-    prefetch_loads,
     prefetch_plan,
     scale_features,
     scale_vector,
-    short_columns,
 )
-from morello_build.target.kernels.quant_int_prefetch import step_slots, stream_reads, streams_by_group
+from morello_build.target.kernels.quant_int_prefetch import step_slots, streams_by_group
 from morello_build.target.kernels.rows import sets_hold_rows
 
 CHUNK = 32  # values per step: 16 bytes of nibbles, two vectors of f32
@@ -108,12 +106,8 @@ def _cost(op, target) -> Features:
         hsum=m * n,
         loop_iter=groups if groups > 1 else 0,
     )
-    scale_lines = ceil(n * k * fmt.scale_bytes / 64) if op.b.level == Level.GL else 0
-    feats += (Features() if fmt.scales else scale_features(fmt, n, groups)) + Features.of(gl_line=scale_lines)
-    feats += lines_read(op.a)
-    if _streamed(op, target):  # one stream: the next columns prefetched a share per group
-        return feats + stream_reads(op.b, k, n)
-    return feats + short_columns(op, target) + prefetch_loads(_prefetches(op, target), n) + streams_read(op.b, n)
+    feats += Features() if fmt.scales else scale_features(fmt, n, groups)
+    return feats + column_reads(op, target, _streamed(op, target), _prefetches(op, target))
 
 
 def _streamed(op, target) -> bool:

@@ -16,25 +16,23 @@ from __future__ import annotations
 from math import ceil
 
 from morello_build.ir.formats import is_format
-from morello_build.ir.spec import Level
-from morello_build.synth.cost import Features, lines_read, streams_read
+from morello_build.synth.cost import Features
 from morello_build.target.kernels.common import F32, KernelDef, check_dot_operands, pairwise_sum
 from morello_build.target.kernels.dot import dot_shape
 from morello_build.target.kernels.quant import (
     chunk_loop,
     column_pointers,
+    column_reads,
     group_loop,
     prefetch_head,
-    prefetch_loads,
     prefetch_plan,
     scale_features,
     scale_vector,
-    short_columns,
     widen_features,
     widened,
     zero_value,
 )
-from morello_build.target.kernels.quant_int_prefetch import step_slots, stream_reads, streams_by_group
+from morello_build.target.kernels.quant_int_prefetch import step_slots, streams_by_group
 from morello_build.target.kernels.rows import MAX_ROWS, sets_hold_rows
 
 _MAX_COLS = 4
@@ -87,11 +85,8 @@ def _cost(op, target):
         hsum=m * n,
         loop_iter=groups if groups > 1 else 0,
     )
-    scale_lines = ceil(n * k * fmt.scale_bytes / 64) if op.b.level == Level.GL else 0
-    feats += scale_features(fmt, n, groups) + Features.of(gl_line=scale_lines) + lines_read(op.a)
-    if streams_by_group(op.b, k, target):  # one stream: the next columns, a share per group
-        return feats + stream_reads(op.b, k, n)
-    return feats + short_columns(op, target) + prefetch_loads(_prefetch_plan(op, target), n) + streams_read(op.b, n)
+    streamed = streams_by_group(op.b, k, target)
+    return feats + scale_features(fmt, n, groups) + column_reads(op, target, streamed, _prefetch_plan(op, target))
 
 
 def _prefetch_plan(op, target):
