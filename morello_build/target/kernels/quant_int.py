@@ -134,6 +134,12 @@ def block_ptr(fmt, bp: str, blk: str) -> str:
     return f"{bp} + {blk} * {fmt.unit_size if fmt.block else fmt.bits * BLOCK // 8}"
 
 
+def block_group(fmt, blk: str) -> str:
+    """The group of block ``blk`` (C expressions): its index in the separate scale and zero-point arrays."""
+    per = fmt.group // BLOCK
+    return f"{blk} / {per}" if per > 1 else blk
+
+
 def scale_zero(lw, fmt, col, blk: str, f16c: bool = False):
     """(the block's weight scale, its zero point as an int expression or None) as C expressions; ``f16c``:
     halves converted by F16C's vcvtph2ps (the runtime's portable conversion is a dozen instructions)."""
@@ -144,7 +150,7 @@ def scale_zero(lw, fmt, col, blk: str, f16c: bool = False):
             bits = f"[&] {{ uint16_t d; std::memcpy(&d, {p}, 2); return d; }}()"  # one 16-bit load
             return f"_cvtsh_ss({bits})", None
         return f"{lw.rt}::block_scale({p})", None
-    g = f"{blk} / {fmt.group // BLOCK}" if fmt.group > BLOCK else blk
+    g = block_group(fmt, blk)
     z = f"int32_t({zp}[{g}])" if fmt.zero else ("8" if fmt.name == "i4" else None)
     if f16c and fmt.scales == "f16":
         return f"_cvtsh_ss({sp}[{g}])", z

@@ -30,7 +30,7 @@ from __future__ import annotations
 from morello_build.ir.aquant import BLOCK, Q8A
 from morello_build.synth.cost import Features, lines_read
 from morello_build.target.kernels.common import KernelDef
-from morello_build.target.kernels.quant_int import block_ptr, dot_applies, prologue, scale_zero
+from morello_build.target.kernels.quant_int import block_group, block_ptr, dot_applies, prologue, scale_zero
 from morello_build.target.kernels.quant_int_prefetch import prefetch_plan, prefetch_slots
 
 SPAN = 4  # blocks per step: one per 128-bit lane
@@ -202,8 +202,7 @@ def _one_group(fmt) -> bool:
 
 def _groups(fmt, blk: str, count: int) -> list[str]:
     """The group index of each block of the step (C expressions)."""
-    per = fmt.group // BLOCK
-    return [f"({blk} + {i}) / {per}" if per > 1 else f"{blk} + {i}" for i in range(count)]
+    return [block_group(fmt, f"({blk} + {i})") for i in range(count)]
 
 
 def _scales(lw, fmt, col, blk: str, count: int) -> str:

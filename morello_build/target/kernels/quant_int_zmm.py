@@ -23,7 +23,14 @@ from __future__ import annotations
 from morello_build.ir.aquant import BLOCK, Q8A
 from morello_build.synth.cost import Features
 from morello_build.target.kernels.common import KernelDef
-from morello_build.target.kernels.quant_int import block_ptr, dot_applies, operand_lines, prologue, scale_zero
+from morello_build.target.kernels.quant_int import (
+    block_group,
+    block_ptr,
+    dot_applies,
+    operand_lines,
+    prologue,
+    scale_zero,
+)
 from morello_build.target.kernels.quant_int_prefetch import prefetch_plan, prefetch_slots
 
 MAX_OUTPUTS = 8  # rows x columns per kernel
@@ -144,7 +151,7 @@ def _scales(lw, fmt, col, blk: str, count: int) -> str:
         halves = [
             f"[&] {{ uint16_t d; std::memcpy(&d, {block_ptr(fmt, bp, f'({blk} + {h})')}, 2); return d; }}()"
             if fmt.block
-            else f"{sp}[{_group(fmt, blk, h)}]"
+            else f"{sp}[{block_group(fmt, f'({blk} + {h})')}]"
             for h in range(count)
         ]
         bits = " | ".join(f"uint32_t({x}) << {16 * h}" for h, x in enumerate(halves))
@@ -155,17 +162,12 @@ def _scales(lw, fmt, col, blk: str, count: int) -> str:
     return f"_mm512_maskz_permutexvar_ps(0xFFFF, half_ix, _mm512_zextps128_ps512({two}))"
 
 
-def _group(fmt, blk: str, h: int) -> str:
-    per = fmt.group // BLOCK
-    return f"({blk} + {h}) / {per}" if per > 1 else f"{blk} + {h}"
-
-
 def _zeros(lw, fmt, col, blk: str, count: int) -> str | None:
     """A variable holding 128 + z of each block in its half's int32 lanes (low 16 bits), or None."""
     if not fmt.zero:
         return None
     zc, zp = lw.fresh("zc"), col[2]
-    z = [f"128 + int({zp}[{_group(fmt, blk, h)}])" for h in range(count)] + ["0"] * (2 - count)
+    z = [f"128 + int({zp}[{block_group(fmt, f'({blk} + {h})')}])" for h in range(count)] + ["0"] * (2 - count)
     lw.emit(
         f"const __m512i {zc} = _mm512_mask_blend_epi32(0xFF00, _mm512_set1_epi32({z[0]}), _mm512_set1_epi32({z[1]}));"
     )
