@@ -241,6 +241,22 @@ def _headers(isa: str):
     return tuple(out)
 
 
+def case_lines(i: int, text: str, seed: int, ns: str) -> tuple[list[str], tuple]:
+    """main()'s block for case i (_case(text, seed)): its arrays, a call of {ns}{i}::k{i} and of its reference
+    loop, both outputs printed as rows "i kernel reference"; and (numpy's output, its bound)."""
+    u, a, arrays, want, bound = _case(text, seed)
+    fmt = u.dtypes[1]
+    extra = [f"b_{suffix}" for suffix, _ in fmt.extra_arrays()]
+    lines = ["  {", "  " + _c_array("float", "a", a), "  " + _c_array(fmt.ctype, "b", arrays["b"])]
+    lines += ["  " + _c_array(ctype, f"b_{suffix}", arrays[f"b_{suffix}"]) for suffix, ctype in fmt.extra_arrays()]
+    lines.append(f"  static float c[{want.size}], r[{want.size}];")
+    lines.append(f"  {ns}{i}::k{i}({', '.join(['a', 'b', 'c', *extra])});")
+    lines.append(f"  {ns}{i}::k{i}_reference({', '.join(['a', 'b', 'r', *extra])});")
+    lines.append(f'  for (int j = 0; j < {want.size}; ++j) std::printf("{i} %.9g %.9g\\n", c[j], r[j]);')
+    lines.append("  }")
+    return lines, (want, bound)
+
+
 def _program(isa: str, tmp: Path) -> tuple[Path, list]:
     lines, cases = ["#include <cstdio>"], []
     for i, header in enumerate(_headers(isa)):
@@ -248,22 +264,9 @@ def _program(isa: str, tmp: Path) -> tuple[Path, list]:
         lines.append(f'#include "k{i}.hpp"')
     lines.append("int main() {")
     for i, text in enumerate(SPECS):
-        u, a, arrays, want, bound = _case(text, 10 + i)
-        fmt = u.dtypes[1]
-        cases.append((want, bound))
-        lines.append("  {")
-        lines.append("  " + _c_array("float", "a", a))
-        lines.append("  " + _c_array(fmt.ctype, "b", arrays["b"]))
-        extra = []
-        for suffix, ctype in fmt.extra_arrays():
-            lines.append("  " + _c_array(ctype, f"b_{suffix}", arrays[f"b_{suffix}"]))
-            extra.append(f"b_{suffix}")
-        args, rargs = ", ".join(["a", "b", "c", *extra]), ", ".join(["a", "b", "r", *extra])
-        lines.append(f"  static float c[{want.size}], r[{want.size}];")
-        lines.append(f"  q{i}::k{i}({args});")
-        lines.append(f"  q{i}::k{i}_reference({rargs});")
-        lines.append(f'  for (int j = 0; j < {want.size}; ++j) std::printf("{i} %.9g %.9g\\n", c[j], r[j]);')
-        lines.append("  }")
+        block, case = case_lines(i, text, 10 + i, "q")
+        lines += block
+        cases.append(case)
     for i, text in enumerate(GATED, start=len(SPECS)):  # NAME(a, b1, b2, c, b1's arrays, b2's arrays, biases)
         u, a, arrays, biases, want, tol = _gated_case(text, 10 + i)
         cases.append((want, tol))
@@ -349,16 +352,10 @@ def test_weight_formats_widen_in_vector_registers(isa, tmp_path):
 def test_i4_gemv_widens_two_vectors_per_load(isa):
     """dot_quant widens i4 2W values at a time (load2_i4: on AVX-512 one 16-byte load and one nibble split
     for 32 values, where two load_i4 calls took 2 masked 8-byte loads: 1x2048x16384 1.29x faster warm)."""
-    from morello_build.synth import schedule as S
+    from tests.test_rows import _forced
 
-    text, t = "matmul 1x64x5 b=i4:col group=32 scales=f32", get_target(isa, threads=1)
-
-    def in_registers(s):
-        return S.move(
-            s, "c", "RF", target=t, body=lambda s: S.to_accum(s, target=t, body=lambda s: S.select(s, "dot_quant", t))
-        )
-
-    header = emit_header(parse_spec(text), S.tile_out(text, (1, 1), target=t, body=in_registers), t)
+    text = "matmul 1x64x5 b=i4:col group=32 scales=f32"
+    header = emit_header(parse_spec(text), *_forced(text, "dot_quant", 1, isa))
     assert "::load2_i4(" in header and "::load_i4(" not in header.split("// dot_quant:")[1]
 
 

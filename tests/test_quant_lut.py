@@ -12,10 +12,10 @@ from morello_build.codegen import emit_header
 from morello_build.ir.grammar import parse_spec
 from morello_build.ir.impl import Kernel, walk
 from morello_build.synth import cost
-from morello_build.synth import schedule as S
 from morello_build.target import get_target
 from morello_build.tools.api import synthesize_program
-from tests.test_quant import HAVE_CXX, _c_array, _case, case_outputs, run_program
+from tests.test_quant import HAVE_CXX, case_lines, case_outputs, run_program
+from tests.test_rows import _forced
 
 KERNEL = "dot_quant_lut"
 # (spec, columns per kernel; rows per kernel: all of M)
@@ -37,39 +37,18 @@ CASES = [
 ISAS = ["avx512", "avx512_bf16"]
 
 
-def _forced(text: str, cols: int, t):
-    def in_registers(s):
-        return S.move(
-            s, "c", "RF", target=t, body=lambda s: S.to_accum(s, target=t, body=lambda s: S.select(s, KERNEL, t))
-        )
-
-    u = parse_spec(text)
-    impl = S.tile_out(text, (u.m, cols), target=t, body=in_registers) if cols < u.n else in_registers(text)
-    assert KERNEL in {n.name for n in walk(impl) if isinstance(n, Kernel)}
-    return impl
-
-
 def _program(isa: str, tmp) -> tuple:
-    t = get_target(isa, threads=1)
     lines, cases = ["#include <cstdio>"], []
     for i, (text, cols) in enumerate(CASES):
-        (tmp / f"k{i}.hpp").write_text(
-            emit_header(parse_spec(text), _forced(text, cols, t), t, name=f"k{i}", namespace=f"l{i}")
-        )
+        impl, t = _forced(text, KERNEL, cols, isa)
+        assert KERNEL in {n.name for n in walk(impl) if isinstance(n, Kernel)}
+        (tmp / f"k{i}.hpp").write_text(emit_header(parse_spec(text), impl, t, name=f"k{i}", namespace=f"l{i}"))
         lines.append(f'#include "k{i}.hpp"')
     lines.append("int main() {")
     for i, (text, _) in enumerate(CASES):
-        u, a, arrays, want, bound = _case(text, 40 + i)
-        fmt = u.dtypes[1]
-        cases.append((want, bound))
-        extra = [f"b_{suffix}" for suffix, _ in fmt.extra_arrays()]
-        lines += ["  {", "  " + _c_array("float", "a", a), "  " + _c_array(fmt.ctype, "b", arrays["b"])]
-        lines += ["  " + _c_array(ctype, f"b_{suffix}", arrays[f"b_{suffix}"]) for suffix, ctype in fmt.extra_arrays()]
-        lines.append(f"  static float c[{want.size}], r[{want.size}];")
-        lines.append(f"  l{i}::k{i}({', '.join(['a', 'b', 'c', *extra])});")
-        lines.append(f"  l{i}::k{i}_reference({', '.join(['a', 'b', 'r', *extra])});")
-        lines.append(f'  for (int j = 0; j < {want.size}; ++j) std::printf("{i} %.9g %.9g\\n", c[j], r[j]);')
-        lines.append("  }")
+        block, case = case_lines(i, text, 40 + i, "l")
+        lines += block
+        cases.append(case)
     src = tmp / "main.cpp"
     src.write_text("\n".join(lines + ["  return 0;", "}"]) + "\n")
     return src, cases

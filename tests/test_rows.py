@@ -30,16 +30,17 @@ VECTOR_ISAS = ("avx2", "highway", "avx512")
 
 
 def _forced(spec: str, kernel: str, cols: int, isa: str):
-    """Tiles of all M rows x ``cols`` columns of C in registers, each one call of ``kernel``."""
+    """Tiles of all M rows x ``cols`` columns of C in registers, each one call of ``kernel`` (one tile, no
+    loop, where ``cols`` covers all of N)."""
     t = get_target(isa, threads=1)
-    m = parse_spec(spec).to_spec().op.iter_shape[1]
+    _, m, _, n = parse_spec(spec).to_spec().op.iter_shape
 
     def in_registers(s):
         return S.move(
             s, "c", "RF", target=t, body=lambda s: S.to_accum(s, target=t, body=lambda s: S.select(s, kernel, t))
         )
 
-    return S.tile_out(spec, (m, cols), target=t, body=in_registers), t
+    return (S.tile_out(spec, (m, cols), target=t, body=in_registers) if cols < n else in_registers(spec)), t
 
 
 def _inputs(spec: str, rng):
