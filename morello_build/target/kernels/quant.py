@@ -57,6 +57,11 @@ def _applies(op, target):
     )
 
 
+def group_size(fmt, k: int) -> int:
+    """Values per group of a column of K values: the format's group, or all K (no scales, or per channel)."""
+    return fmt.group if fmt.group > 1 else k
+
+
 def widen_ops(fmt, target, single: bool = False) -> int:
     """Vector instructions widening one chunk of B (and subtracting its zero point) to f32 lanes; ``single``:
     for a kernel that widens one vector at a time (``load_<format>``, also for the double-chunk formats)."""
@@ -111,7 +116,7 @@ def _cost(op, target, cols: int | None = None):
     W = target.lanes
     groups = k // fmt.group if fmt.group > 1 else 1
     chunks = groups * ceil((k // groups) / W)
-    adds = (_chains(n, ceil((fmt.group if fmt.group > 1 else k) / W)) - 1) * groups  # the chains' adds
+    adds = (_chains(n, ceil(group_size(fmt, k) / W)) - 1) * groups  # the chains' adds
     scaled = fmt.group > 1
     feats = widen_features(fmt, target, chunks * n) + Features.of(
         vec_load=chunks * (n + 1),
@@ -142,7 +147,7 @@ def _prefetches(op, target, cols: int | None = None) -> tuple[int, bool, tuple[i
     fmt, (_, _, k, n) = op.b.dtype, op.iter_shape
     if cols is None and streams_by_group(op.b, k, target):
         return 0, False, ()
-    G = fmt.group if fmt.group > 1 else k
+    G = group_size(fmt, k)
     u = _chains(cols or n, ceil(G / target.lanes))
     return prefetch_plan(op.b, k, target.lanes * (2 if fmt.name in _DOUBLE_CHUNKS else 1), u, target)
 
@@ -153,7 +158,7 @@ def prefetch_plan(b, k: int, W: int, u: int, target, rows: int = 1) -> tuple[int
     u chunks per rolled trip. Unrolled chunks of a format without groups have no trips; nor has B in a
     cache, or prefetch_bytes 0."""
     fmt = b.dtype
-    G = fmt.group if fmt.group > 1 else k
+    G = group_size(fmt, k)
     full, rolled = G // W, _rolled(fmt, G, W)
     if b.level != Level.GL or not target.costs.prefetch_bytes or not (rolled or fmt.group > 1):
         return 0, False, ()
@@ -175,7 +180,7 @@ def _chains(n: int, chunks: int) -> int:
 
 def _vector_regs(op, target) -> int:
     fmt, (_, _, k, n) = op.b.dtype, op.iter_shape
-    chunks = ceil((fmt.group if fmt.group > 1 else k) / target.lanes)
+    chunks = ceil(group_size(fmt, k) / target.lanes)
     return n * (_chains(n, chunks) + 1) + 3
 
 
@@ -237,7 +242,7 @@ def _emit(lw, node, binds) -> None:
     ap = lw.fresh("ap")
     lw.emit(f"const float* {ap} = {lw.ptr(a, (0, 0, 0))};")
     bps, sps, zps = column_pointers(lw, fmt, [(b, j) for j in range(n)])
-    G = fmt.group if fmt.group > 1 else k
+    G = group_size(fmt, k)
     u = _chains(n, ceil(G / lw.W))
     if fmt.group == 1:  # f16, e4m3, sfp: one "group" of K values, no scale
         parts = _zeroed(lw, [[lw.fresh("acc") for _ in range(u)] for _ in range(n)])
@@ -334,7 +339,7 @@ def group_loop(lw, fmt, k: int, prefetch, body):
     loop where K holds several groups); body's result returned. ``prefetch``, prefetch_head's (head,
     rolled): the group's prefetches at its start, or, where rolled, trip_head(a trip's first value) for
     body's rolled chunk loop to call at the start of every trip (else None)."""
-    G = fmt.group if fmt.group > 1 else k
+    G = group_size(fmt, k)
     groups = k // G
     g = "0"
     if groups > 1:

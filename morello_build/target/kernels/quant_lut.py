@@ -38,6 +38,7 @@ from morello_build.target.kernels.quant import (
     column_pointers,
     column_reads,
     group_loop,
+    group_size,
     prefetch_head,
     prefetch_plan,
     scale_features,
@@ -73,13 +74,9 @@ def _chains(m: int, n: int, chunks: int) -> int:
     return 2 if m * n == 1 and chunks > 1 else 1
 
 
-def _group(fmt, k: int) -> int:
-    return fmt.group if fmt.group > 1 else k
-
-
 def _vector_regs(op, target) -> int:
     fmt, (_, m, k, n) = op.b.dtype, op.iter_shape
-    chains = _chains(m, n, ceil(_group(fmt, k) / CHUNK))
+    chains = _chains(m, n, ceil(group_size(fmt, k) / CHUNK))
     # per output its accumulators, per column its table, per row A's two vectors; the base table, i4's two
     # permute indices, the shift counts, a column's two looked-up vectors
     return m * n * 2 * chains + n + 2 * m + (2 if fmt.name == "i4" else 0) + 4
@@ -92,7 +89,7 @@ def _cost(op, target) -> Features:
     chain. Per group and column the table (a multiply by the scale: q4_0's from the block, scale_features;
     separate scales a broadcast load from the array they were widened into once per call, 16 a step)."""
     fmt, (_, m, k, n) = op.b.dtype, op.iter_shape
-    G = _group(fmt, k)
+    G = group_size(fmt, k)
     groups, i4 = k // G, fmt.name == "i4"
     chunks = groups * ceil(G / CHUNK)
     widen_steps = n * ceil(groups / 16) if fmt.scales else 0
@@ -118,7 +115,7 @@ def _prefetches(op, target):
     fmt, (_, m, k, n) = op.b.dtype, op.iter_shape
     if _streamed(op, target):
         return 0, False, ()
-    return prefetch_plan(op.b, k, CHUNK, _chains(m, n, ceil(_group(fmt, k) / CHUNK)), target)
+    return prefetch_plan(op.b, k, CHUNK, _chains(m, n, ceil(group_size(fmt, k) / CHUNK)), target)
 
 
 # -- emitter ---------------------------------------------------------------------------------------------
@@ -127,7 +124,7 @@ def _emit(lw, node, binds) -> None:
     op = node.spec.op
     fmt, (_, m, k, n) = b.dtype, op.iter_shape
     check_dot_operands(lw, "dot_quant_lut", a, (b,), (c,), m, k, n)
-    v, G = lw.v, _group(fmt, k)
+    v, G = lw.v, group_size(fmt, k)
     chains = _chains(m, n, ceil(G / CHUNK))
     lw.open("{")
     lw.emit(f"// dot_quant_lut: {m} row(s) x {n} column(s) of {fmt} weights, K = {k}, dequantized by a table per group")

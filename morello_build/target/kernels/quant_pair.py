@@ -49,7 +49,7 @@ def _cost(op, target):
 def _vector_regs(op, target) -> int:
     """quant.py's registers (quant._vector_regs) for 2n columns: chains, accumulators, temporaries."""
     fmt, (_, _, k, n) = op.b1.dtype, op.iter_shape
-    chunks = ceil((fmt.group if fmt.group > 1 else k) / target.lanes)
+    chunks = ceil(quant.group_size(fmt, k) / target.lanes)
     return 2 * n * (quant._chains(2 * n, chunks) + 1) + 3
 
 
@@ -64,7 +64,7 @@ def _emit(lw, node, binds) -> None:
     lw.emit(f"const float* {ap} = {lw.ptr(a, (0, 0, 0))};")
     bps, sps, zps = quant.column_pointers(lw, fmt, [(b, j) for b in (b1, b2) for j in range(n)])
     cols = 2 * n
-    G = fmt.group if fmt.group > 1 else k
+    G = quant.group_size(fmt, k)
     u = quant._chains(cols, ceil(G / lw.W))
     head, rolled = _prefetch_head(lw, op, bps)
     if fmt.group == 1:  # f16, e4m3: one "group" of K values, no scale

@@ -24,6 +24,7 @@ from morello_build.target.kernels.quant import (
     column_pointers,
     column_reads,
     group_loop,
+    group_size,
     prefetch_head,
     prefetch_plan,
     scale_features,
@@ -36,10 +37,6 @@ from morello_build.target.kernels.quant_int_prefetch import step_slots, streams_
 from morello_build.target.kernels.rows import MAX_ROWS, sets_hold_rows
 
 _MAX_COLS = 4
-
-
-def _group(fmt, k: int) -> int:
-    return fmt.group if fmt.group > 1 else k
 
 
 def _accumulators(m: int, n: int, k: int, lanes: int) -> int:
@@ -73,7 +70,7 @@ def _applies(op, target) -> bool:
 
 def _cost(op, target):
     fmt, (_, m, k, n) = op.b.dtype, op.iter_shape
-    W, G = target.lanes, _group(fmt, k)
+    W, G = target.lanes, group_size(fmt, k)
     groups = k // G
     steps = groups * ceil(G / W)
     u = _accumulators(m, n, k, W)
@@ -103,7 +100,7 @@ def _emit(lw, node, binds) -> None:
     a, b, c = binds
     fmt, (_, m, k, n) = b.dtype, node.spec.op.iter_shape
     check_dot_operands(lw, "dot_quant_rows", a, (b,), (c,), m, k, n)
-    vt, v, W, G = lw.target.vtype, lw.v, lw.W, _group(fmt, k)
+    vt, v, W, G = lw.target.vtype, lw.v, lw.W, group_size(fmt, k)
     groups = k // G
     u = _accumulators(m, n, k, W)
     lw.open("{")
