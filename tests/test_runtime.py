@@ -201,12 +201,17 @@ def test_probe_builds_and_runs_with_clang(probe_source, probe_gcc):
     assert _run(exe, "supported").stdout == _run(probe_gcc, "supported").stdout
 
 
-@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs 2 CPUs")
-def test_pool_tasks_run_on_distinct_cpus_beside_openmp(probe_gcc):
+@pytest.mark.skipif(not {0, 1} <= os.sched_getaffinity(0), reason="needs CPUs 0 and 1")
+@pytest.mark.parametrize("places", [None, "{1},{0}"], ids=["caller_on_first_cpu", "caller_on_worker_cpu"])
+def test_pool_tasks_run_on_distinct_cpus_beside_openmp(probe_gcc, places):
     """OMP_PROC_BIND=true pins the main thread (the kernel's caller) before main(): the worker must not
     inherit that mask. Each call follows an OpenMP region; the worker, when it runs a task, is never on the
-    caller's CPU, and runs its task in most calls (not the caller taking both while it wakes)."""
+    caller's CPU, and runs its task in most calls (not the caller taking both while it wakes). With
+    OMP_PLACES={1},{0} the caller is pinned to CPU 1, the CPU the pool first gives its worker: the worker
+    must move off it."""
     env = {"OMP_PROC_BIND": "true", "OMP_NUM_THREADS": "2", "MORELLO_NUM_THREADS": "2"}
+    if places:
+        env["OMP_PLACES"] = places
     r = _run(probe_gcc, "omp", str(CALLS), env=env)
     assert r.returncode == 0, r.stderr
     got = dict(zip(r.stdout.split()[::2], r.stdout.split()[1::2]))
