@@ -29,9 +29,10 @@ SPECS = [
 VECTOR_ISAS = ("avx2", "highway", "avx512")
 
 
-def _forced(spec: str, kernel: str, cols: int, isa: str):
+def _forced(spec: str, kernel: str, cols: int, isa: str, outer=None):
     """Tiles of all M rows x ``cols`` columns of C in registers, each one call of ``kernel`` (one tile, no
-    loop, where ``cols`` covers all of N)."""
+    loop, where ``cols`` covers all of N). ``outer(spec, target, body)``, if given, goes around the tiles (a
+    copy of an operand made once)."""
     t = get_target(isa, threads=1)
     _, m, _, n = parse_spec(spec).to_spec().op.iter_shape
 
@@ -40,7 +41,10 @@ def _forced(spec: str, kernel: str, cols: int, isa: str):
             s, "c", "RF", target=t, body=lambda s: S.to_accum(s, target=t, body=lambda s: S.select(s, kernel, t))
         )
 
-    return (S.tile_out(spec, (m, cols), target=t, body=in_registers) if cols < n else in_registers(spec)), t
+    def tiles(s):
+        return S.tile_out(s, (m, cols), target=t, body=in_registers) if cols < n else in_registers(s)
+
+    return (outer(spec, t, tiles) if outer else tiles(spec)), t
 
 
 def _inputs(spec: str, rng):

@@ -14,6 +14,7 @@ from morello_build.synth.actions.move import MoveOperand
 from morello_build.synth.actions.pair import PairToAccum, SplitPair
 from morello_build.synth.actions.tile import Tile
 from morello_build.target.kernels import columns_unit_stride
+from morello_build.target.kernels.quant_lut import offers_interleaved_a
 from morello_build.target.kernels.rows import MAX_ROWS
 
 
@@ -58,7 +59,7 @@ def _move_options(op, i, target):
         w = target.lanes
         if i == 1 and w and op.iter_shape[3] > w:
             opts.append(MoveOperand(i, Level.L1, packed(2, w), DType.F32))
-        if i == 0 and w and op.b.dtype == DType.BF16 and op.iter_shape[2] > 1:
+        if i == 0 and w and (op.b.dtype == DType.BF16 and op.iter_shape[2] > 1 or offers_interleaved_a(op, target)):
             opts.append(MoveOperand(i, Level.L1, interleaved(row_major(), 2, 2 * w), DType.F32))
         if i == 0 and _worth_a_block(op, target):
             # GotoBLAS's A block: rows of a stride class evict each other in L2 (and L1); a dense copy in

@@ -13,7 +13,11 @@ The nibbles' order decides A's: ``q4_0`` byte j holds value j (low nibble) and j
 zero-extended to 32-bit lanes meet A's two vectors as they are; ``i4`` byte j holds 2j and 2j + 1, so its
 16 bytes are broadcast to the four 128-bit lanes (a load, no shuffle) and lane i shifted to byte
 4 (i % 4) + i / 4, and each row's 32 values of A are put in that order by two ``vpermt2ps`` per chunk, for
-all the kernel's columns.
+all the kernel's columns. With small batches those shuffles are a quarter of the kernel's (4 rows, 2 columns:
+8 of 32 per chunk), redone by every kernel call along N: so the search may also give ``i4`` an A copied once
+into strips of 32 stored evens then odds (layout.interleaved, the copy ``dot_bf16_widen`` reads; offered by
+``offers_interleaved_a``), whose two vectors meet the bytes zero-extended as ``q4_0``'s do (groups a multiple of
+the chunk, so that every chunk is a whole strip).
 
 Separate scales are widened to f32 once per call into an array on the stack (16 a step), so that a group's
 is a broadcast load. With several groups the kernel prefetches into L2 the columns after its last, a share
@@ -30,7 +34,7 @@ from math import ceil
 
 from morello_build.ir.formats import is_format
 from morello_build.synth.cost import Features
-from morello_build.target.kernels.common import F32, KernelDef, check_dot_operands, pairwise_sum
+from morello_build.target.kernels.common import F32, KernelDef, check_dot_operands, interleaved_for, pairwise_sum
 from morello_build.target.kernels.dot import dot_shape
 from morello_build.target.kernels.quant import (
     _i4_at,
@@ -59,13 +63,25 @@ def _applies(op, target) -> bool:
     return (
         dot_shape(op, target, MAX_COLS, rows=range(1, MAX_ROWS + 1))
         and op.a.dtype == F32
-        and op.a.tile((1, 1, k)).unit_stride(2)  # each row of A dense along K
+        and (op.a.tile((1, 1, k)).unit_stride(2) or _a_in_strips(op, target))  # A's rows dense, or in strips
         and is_format(fmt)
         and fmt.name in ("i4", "q4_0")
         and k % fmt.group == 0
         and _vector_regs(op, target) <= target.vector_regs
         and (m == 1 or sets_hold_rows(op.a, n, target))
     )
+
+
+def offers_interleaved_a(op, target) -> bool:
+    """Whether the search should offer A copied into strips of a chunk, evens then odds (_a_in_strips)."""
+    fmt = op.b.dtype
+    return target.lanes == 16 and is_format(fmt) and fmt.name == "i4" and group_size(fmt, op.iter_shape[2]) % CHUNK == 0
+
+
+def _a_in_strips(op, target) -> bool:
+    """A stored in strips of 32 values, evens then odds (i4 only, whole chunks): its two vectors meet the
+    bytes zero-extended in order, with no shuffle of A."""
+    return offers_interleaved_a(op, target) and interleaved_for(op.a, target.lanes)
 
 
 def _chains(m: int, n: int, chunks: int) -> int:
@@ -77,26 +93,27 @@ def _chains(m: int, n: int, chunks: int) -> int:
 def _vector_regs(op, target) -> int:
     fmt, (_, m, k, n) = op.b.dtype, op.iter_shape
     chains = _chains(m, n, ceil(group_size(fmt, k) / CHUNK))
-    # per output its accumulators, per column its table, per row A's two vectors; the base table, i4's two
-    # permute indices, the shift counts, a column's two looked-up vectors
-    return m * n * 2 * chains + n + 2 * m + (2 if fmt.name == "i4" else 0) + 4
+    # per output its accumulators, per column its table, per row A's two vectors; the base table, i4_order's
+    # two permute indices, the shift counts, a column's two looked-up vectors
+    return m * n * 2 * chains + n + 2 * m + (2 if _broadcast_lookup(op, target) else 0) + 4
 
 
 def _cost(op, target) -> Features:
-    """Per chunk of 32 values: per row A's two loads (i4: two permutes into lookup_i4's order); per column its
-    bytes (q4_0: a widening load, a load and a shuffle; i4: a broadcast load), two shifts (q4_0: one), two
-    permutes (shuffles), and per row two FMAs into the output's chains, each waiting for the last of its
-    chain. Per group and column the table (a multiply by the scale: q4_0's from the block, scale_features;
-    separate scales a broadcast load from the array they were widened into once per call, 16 a step)."""
+    """Per chunk of 32 values: per row A's two loads (i4 from a row of A: two permutes into lookup_i4's order);
+    per column its bytes (zero-extended, q4_0 and i4 from strips of A: a widening load, a load and a shuffle;
+    else a broadcast load), two shifts (zero-extended: one), two permutes (shuffles), and per row two FMAs
+    into the output's chains, each waiting for the last of its chain. Per group and column the table (a
+    multiply by the scale: q4_0's from the block, scale_features; separate scales a broadcast load from the
+    array they were widened into once per call, 16 a step)."""
     fmt, (_, m, k, n) = op.b.dtype, op.iter_shape
     G = group_size(fmt, k)
-    groups, i4 = k // G, fmt.name == "i4"
+    groups, broadcast = k // G, _broadcast_lookup(op, target)
     chunks = groups * ceil(G / CHUNK)
     widen_steps = n * ceil(groups / 16) if fmt.scales else 0
     feats = Features.of(
         vec_load=chunks * (2 * m + n) + groups * n * (1 + fmt.zero) * bool(fmt.scales) + widen_steps * (1 + fmt.zero),
-        vec_shuffle=chunks * (2 * n + (2 * m if i4 else n)),
-        vec_op=chunks * n * (2 if i4 else 1) + widen_steps * (2 + 3 * fmt.zero),
+        vec_shuffle=chunks * (2 * n + (2 * m if broadcast else n)),
+        vec_op=chunks * n * (2 if broadcast else 1) + widen_steps * (2 + 3 * fmt.zero),
         vec_store=widen_steps * (1 + fmt.zero),
         vec_fma=chunks * m * n * 2 + groups * n,
         fma_latency=chunks / _chains(m, n, ceil(G / CHUNK)),
@@ -105,6 +122,11 @@ def _cost(op, target) -> Features:
     )
     feats += Features() if fmt.scales else scale_features(fmt, n, groups)
     return feats + column_reads(op, target, _streamed(op, target), _prefetches(op, target))
+
+
+def _broadcast_lookup(op, target) -> bool:
+    """i4 from a row of A: lookup_i4's broadcast bytes, A shuffled into their order (else lookup_q4)."""
+    return op.b.dtype.name == "i4" and not _a_in_strips(op, target)
 
 
 def _streamed(op, target) -> bool:
@@ -123,7 +145,8 @@ def _emit(lw, node, binds) -> None:
     a, b, c = binds
     op = node.spec.op
     fmt, (_, m, k, n) = b.dtype, op.iter_shape
-    check_dot_operands(lw, "dot_quant_lut", a, (b,), (c,), m, k, n)
+    strips = _a_in_strips(op, lw.target)
+    check_dot_operands(lw, "dot_quant_lut", a, (b,), (c,), 0 if strips else m, k, n)
     v, G = lw.v, group_size(fmt, k)
     chains = _chains(m, n, ceil(G / CHUNK))
     lw.open("{")
@@ -139,11 +162,13 @@ def _emit(lw, node, binds) -> None:
     lw.emit(f"{lw.target.vtype} " + ", ".join(f"{x} = {v}::zero()" for row in accs for col in row for x in col) + ";")
     streamed = _streamed(op, lw.target)
     last = [bps[-1]] + ([sps[-1]] if sps else []) + ([zps[-1]] if zps else [])
+    lookup = "lookup_i4" if _broadcast_lookup(op, lw.target) else "lookup_q4"
+    odds = _odds_offset(lw, a) if strips else None
 
     def group(g: str, trip_head) -> None:
         tables = [_table(lw, fmt, base, bps[j], scales[j] if scales else None, g) for j in range(n)]
         slots = step_slots(lw, fmt, last, k, n, g, k // G, n) if streamed else None
-        _chunks(lw, fmt, accs, aps, bps, tables, g, G, chains, trip_head, slots)
+        _chunks(lw, fmt, accs, aps, (bps, tables, lookup), odds, g, G, chains, trip_head, slots)
 
     group_loop(lw, fmt, k, prefetch_head(lw, _prefetches(op, lw.target), bps), group)
     for i, row in enumerate(accs):
@@ -176,24 +201,28 @@ def _table(lw, fmt, base: str, bp: str, scales, g: str) -> str:
     return t
 
 
-def _chunks(lw, fmt, accs, aps, bps, tables, g: str, G: int, chains: int, head, slots=None) -> None:
-    """accs[i][j] += row i's chunk of A times column j's nibbles looked up in tables[j], over group g's G
-    values; the group's prefetches slots[j] after column j's products in its first chunk."""
+def _chunks(lw, fmt, accs, aps, columns, odds, g: str, G: int, chains: int, head, slots=None) -> None:
+    """accs[i][j] += row i's chunk of A times column j's nibbles looked up in its table, over group g's G
+    values; columns: (B's column pointers, their tables, the lookup helper); odds: where a strip's odd values
+    start (A in strips, _a_in_strips), else None; the group's prefetches slots[j] after column j's products
+    in its first chunk."""
     vt, v = lw.target.vtype, lw.v
     first = f"{g} * {G}" if g != "0" else ""
+    bps, tables, lookup = columns
 
     def chunk(e0, slot: int, cnt: int) -> None:
         at = " + ".join(x for x in (first, str(e0)) if x and x != "0") or "0"
         rows = []
         for ap in aps:
             lo, hi = lw.fresh("a"), lw.fresh("a")
-            lw.emit(f"{vt} {lo} = {v}::load_f32({ap} + {at}, {min(16, cnt)}), {hi} = {_high_half(lw, ap, at, cnt)};")
-            if fmt.name == "i4":  # in lookup_i4's order
+            high = f"{v}::load_f32({ap} + {at} + {odds}, 16)" if odds else _high_half(lw, ap, at, cnt)
+            lw.emit(f"{vt} {lo} = {v}::load_f32({ap} + {at}, {min(16, cnt)}), {hi} = {high};")
+            if lookup == "lookup_i4":  # in lookup_i4's order
                 lw.emit(f"{v}::i4_order({lo}, {hi}, {lo}, {hi});")
             rows.append((lo, hi))
         for j, (bp, tab) in enumerate(zip(bps, tables)):
             ql, qh, at_b = lw.fresh("ql"), lw.fresh("qh"), _bytes_at(fmt, bp, g, e0)
-            lw.emit(f"{vt} {ql}, {qh}; {v}::lookup_{fmt.name[:2]}({at_b}, {(cnt + 1) // 2}, {tab}, {ql}, {qh});")
+            lw.emit(f"{vt} {ql}, {qh}; {v}::{lookup}({at_b}, {(cnt + 1) // 2}, {tab}, {ql}, {qh});")
             for (lo, hi), row in zip(rows, accs):
                 acc = row[j]
                 lw.emit(f"{acc[2 * slot]} = {v}::fma({lo}, {ql}, {acc[2 * slot]});")
@@ -202,6 +231,18 @@ def _chunks(lw, fmt, accs, aps, bps, tables, g: str, G: int, chains: int, head, 
                 lw.emit(stmt)
 
     chunk_loop(lw, fmt, G, chains, chunk, CHUNK, head)
+
+
+def _odds_offset(lw, a) -> int:
+    """Where a strip's odd values start in A (strips of CHUNK, evens then odds), checked: each strip dense,
+    the next one right after it (the kernel's chunks step by CHUNK along a row)."""
+    k = a.shape[2]
+    odds = lw.step(a, (0, 0, 0), (0, 0, 1))
+    dense = all(lw.step(a, (0, 0, p), (0, 0, p + 2 * j)) == j for p in (0, 1) for j in range(CHUNK // 2))
+    strips_abut = k <= CHUNK or lw.step(a, (0, 0, 0), (0, 0, CHUNK)) == CHUNK
+    if odds != CHUNK // 2 or not dense or not strips_abut:
+        raise lw.error("dot_quant_lut: A's strips are not 16 evens then 16 odds, one after another")
+    return odds
 
 
 def _high_half(lw, ap: str, at: str, cnt: int) -> str:
