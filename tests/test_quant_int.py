@@ -54,6 +54,7 @@ SPECS = [
 FORCED = [
     "matmul 4x96x2 b=i4:col group=32 scales=f16 zero aquant=i8",
     "matmul 3x192x3 b=i4:col group=64 scales=f32 zero aquant=i8",
+    "matmul 2x160x8 b=i4:col group=32 scales=f16 zero aquant=i8",  # 2 rows x 4 columns: A's rows split
 ]
 
 
@@ -255,7 +256,15 @@ def test_ymm_vnni_kernels_match_the_exact_semantics(tmp_path, monkeypatch, reque
         assert f"// {want}:" in header and "vnni512" not in header, text
         headers.append(header)
     assert sum("_mm256_add_epi8(" in h for h in headers) == 3
+    _assert_i4_both_ways(headers)
     _check_program("avx512_bf16", tmp_path, SPECS, headers)
+
+
+def _assert_i4_both_ways(headers) -> None:
+    """i4's pairs of blocks both ways: nibbles interleaved into value order (more rows than half the columns),
+    and A's rows split into evens and odds."""
+    i4 = [h for h in headers if "i4.g" in h]
+    assert any("_mm256_unpacklo_epi8(" in h for h in i4) and any("_mm256_unpacklo_epi64(" in h for h in i4)
 
 
 @pytest.mark.parametrize("m", [1, 4])
@@ -303,6 +312,7 @@ def test_dot_int4_tiles_with_zero_points(tmp_path, monkeypatch, request):
         shapes = {n.spec.op.iter_shape[1] for n in walk(impl) if isinstance(n, Kernel) and n.name == "dot_int4"}
         assert max(shapes) >= 2, (text, shapes)
         headers.append(emit_header(user, impl, target, name=f"k{i}", namespace=f"qi{i}"))
+    _assert_i4_both_ways(headers)
     _check_program(isa, tmp_path, FORCED, headers)
 
 

@@ -78,6 +78,8 @@ def test_matches_the_exact_semantics(name, tmp_path, monkeypatch, request):
         names = {n.name for n in walk(impl) if isinstance(n, Kernel) and n.name.startswith("dot_")}
         assert names == {name}, (text, names)
         headers.append(emit_header(user, impl, target, name=f"k{i}", namespace=f"qi{i}"))
+    if name == "dot_int4_vnni512":  # i4 both ways: nibbles into value order (rows > columns / 2), A's qa split
+        assert any("_mm512_unpacklo_epi8(" in h for h in headers) and any("evens_odds)" in h for h in headers)
     _check_program("avx512_bf16", tmp_path, KERNELS[name], headers)
 
 

@@ -12,8 +12,10 @@ Cheaper per block than ``dot_int``'s sign trick, with the same exact integer blo
 - two blocks per step in one ymm: their nibbles are masked and shifted in place (no byte unpack), and A's
   two blocks are rearranged once per step for every column to match the weights' order (q4_0: byte j
   holds element j low, j + 16 high, so the 128-bit halves; i4: byte j holds 2j low, 2j + 1 high, so evens
-  then odds); the two blocks' int16 sums are added, summed to 8 int32 lanes (4 per block), converted and
-  FMA'd with ``sa * sb`` of their block (one multiply and one permute per step);
+  then odds: 6 shuffles a row against q4_0's 2, so with more rows than half the columns i4's masked nibbles
+  are instead interleaved back into q4_0's order, 2 byte unpacks a column, ``nibbles_in_value_order``); the
+  two blocks' int16 sums are added, summed to 8 int32 lanes (4 per block), converted and FMA'd with
+  ``sa * sb`` of their block (one multiply and one permute per step);
 - up to 8 outputs (rows x columns) per kernel (A's rearranged rows shared by its columns, each column's
   nibbles by its rows); each step prefetches the bytes that follow the kernel's
   last column, a share per step dealt out between its columns (quant_int_prefetch.prefetch_slots), so that the
@@ -56,9 +58,10 @@ def _applies(op, target, vnni: bool = False) -> bool:
 
 
 def _cost(op, target, vnni: bool = False) -> Features:
-    """Per pair of blocks: per row, A's two blocks rearranged (shuffles; q4_0: 2 permutes; i4: 2 byte
-    shuffles, 2 unpacks, 2 permutes), their offsets (2 maddubs, an add) and scales (an unpack); per column,
-    the nibbles masked (and, shift, and; q4_0: an insert) and the scales converted (a move, F16C); per row
+    """Per pair of blocks: per row, A's two blocks rearranged (shuffles; q4_0 and i4 in value order: 2
+    permutes; i4: 2 byte shuffles, 2 unpacks, 2 permutes), their offsets (2 maddubs, an add) and scales (an
+    unpack); per column, the nibbles masked (and, shift, and; q4_0: an insert; i4 in value order: 2 unpacks)
+    and the scales converted (a move, F16C); per row
     and column 2 maddubs and a madd, add, sub, convert, the scales' multiply (an FMA pipe's), permute and the
     FMA; zero points: per column the pair's z to 16-bit lanes (a load, a move, a broadcast; where a pair can
     straddle two groups a byte shuffle, and unless groups are 32 values two more scalar ops), per row and
@@ -77,6 +80,7 @@ def _cost(op, target, vnni: bool = False) -> Features:
     blocks = k // BLOCK
     pairs, per = prefetch_plan(fmt, k, n)
     q4, i4 = fmt.name == "q4_0", fmt.name == "i4"
+    in_order = int(nibbles_in_value_order(op))  # i4's rows rearranged as q4_0's, 2 unpacks per column
     z, zsplit = int(fmt.zero), int(fmt.zero and _zero_halves(fmt, k))
     single = blocks % 2  # the odd last block: the same per block, no pairing
     v = int(vnni)
@@ -89,7 +93,7 @@ def _cost(op, target, vnni: bool = False) -> Features:
         vec_store=pairs * spill,
         vec_op=pairs * (m + n * (5 + z + 2 * fold) + (3 - 2 * v) * m * n)
         + single * (v * m + n * (2 + z + fold) + (2 - v) * m * n),
-        vec_shuffle=pairs * (m * (3 + 4 * i4) + n * (q4 + (1 + zsplit) * z) + m * n)
+        vec_shuffle=pairs * (m * (3 + 4 * (i4 - in_order)) + n * (q4 + 2 * in_order + (1 + zsplit) * z) + m * n)
         + single * (2 * i4 * m + n * (1 + z) + m * n),
         vec_imul=pairs * (2 * m + (products + zmul) * m * n) + single * (m + (products - 1 + zmul) * m * n),
         vec_fma=(pairs * 2 + single) * m * n,
@@ -114,12 +118,13 @@ def _emit(lw, node, binds, vnni: bool = False) -> None:
     lw.emit(f"const __m256i m15 = _mm256_set1_epi8(15),{ones} offs = {offs};")
     if fmt.zero and _zero_halves(fmt, k):
         lw.emit(f"const __m256i zspread = _mm256_setr_epi8({_zspread(width)});")
-    if fmt.name == "i4":
+    if fmt.name == "i4" and (not nibbles_in_value_order(node.spec.op) or k // BLOCK % 2):  # A's rows split
         lw.emit(f"const __m256i evens_odds = _mm256_setr_epi8({_EVENS_ODDS}, {_EVENS_ODDS});")
     if pairs:
         lw.emit("const __m256i pair_lanes = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);")
         lw.open(f"for (ix {blk} = 0; {blk} + 1 < {k // BLOCK}; {blk} += 2) {{")
-        _pair(lw, fmt, aps, cols, blk, accs, vnni, prefetch_slots(lw, fmt, cols, k, n, blk, n))
+        slots = prefetch_slots(lw, fmt, cols, k, n, blk, n)
+        _pair(lw, fmt, aps, cols, blk, accs, vnni, slots, nibbles_in_value_order(node.spec.op))
         lw.close()
     if k // BLOCK % 2:
         _single(lw, fmt, aps, cols, str(k // BLOCK - 1), accs, vnni)
@@ -137,15 +142,16 @@ def _load(p: str, bits: int = 256) -> str:
     return f"_mm{bits if bits > 128 else ''}_loadu_si{bits}(reinterpret_cast<const __m{bits}i*>({p}))"
 
 
-def _pair(lw, fmt, aps, cols, blk: str, accs, vnni: bool, prefetches) -> None:
-    """Blocks blk and blk + 1: A's rows rearranged to the weights' order, then every column and row, each
-    column followed by its slot of the following columns' prefetches (prefetch_slots)."""
+def _pair(lw, fmt, aps, cols, blk: str, accs, vnni: bool, prefetches, in_order: bool) -> None:
+    """Blocks blk and blk + 1: A's rows rearranged to the weights' order (in_order: i4's nibbles put in q4_0's
+    order instead), then every column and row, each column followed by its slot of the following columns'
+    prefetches (prefetch_slots)."""
     rows = []
     for ap in aps:
         x0, x1, lo, hi, corr, sa = (lw.fresh(s) for s in ("x", "x", "alo", "ahi", "corr", "sa"))
         a0 = f"{ap} + {blk} * {Q8A.unit_size}"
         lw.emit(f"const __m256i {x0} = {_load(f'{a0} + 4')}, {x1} = {_load(f'{a0} + {Q8A.unit_size + 4}')};")
-        if fmt.name == "q4_0":  # halves: elements 0..15 of both blocks, then 16..31 of both
+        if fmt.name == "q4_0" or in_order:  # halves: elements 0..15 of both blocks, then 16..31 of both
             lw.emit(f"const __m256i {lo} = _mm256_permute2x128_si256({x0}, {x1}, 0x20);")
             lw.emit(f"const __m256i {hi} = _mm256_permute2x128_si256({x0}, {x1}, 0x31);")
         else:  # even elements of both blocks, then odd ones
@@ -178,6 +184,8 @@ def _pair(lw, fmt, aps, cols, blk: str, accs, vnni: bool, prefetches) -> None:
         zc = _zero_pair(lw, fmt, col, blk, width) if width == 8 else None  # 16 - z, added to the nibbles
         lw.emit(f"const __m256i {lo} = {_plus(f'_mm256_and_si256({v}, m15)', zc)};")
         lw.emit(f"const __m256i {hi} = {_plus(f'_mm256_and_si256(_mm256_srli_epi16({v}, 4), m15)', zc)};")
+        if in_order:  # per block (128-bit half), evens and odds interleaved: values 0..15, then 16..31
+            lo, hi = _interleaved(lw, lo, hi)
         lw.emit(f"const __m128 {sb} = {_scale_pair(lw, fmt, col, blk)};")
         zv = _zero_pair(lw, fmt, col, blk, width) if width > 8 else None
         for r, (alo, ahi, corr, sa) in enumerate(rows):
@@ -195,6 +203,22 @@ def _pair(lw, fmt, aps, cols, blk: str, accs, vnni: bool, prefetches) -> None:
             lw.emit(f"{acc} = _mm256_fmadd_ps(_mm256_cvtepi32_ps({sums}), {scale}, {acc});")
         for stmt in prefetches[j]:
             lw.emit(stmt)
+
+
+def nibbles_in_value_order(op) -> bool:
+    """Whether i4's masked nibbles are interleaved back into value order (2 byte unpacks per column and step)
+    rather than A's rows split into evens and odds (4 more shuffles per row and step than q4_0's): with more
+    rows than half the columns. The zmm kernel (quant_int4_zmm.py) chooses by the same rule."""
+    _, m, _, n = op.iter_shape
+    return op.b.dtype.name == "i4" and 2 * n < 4 * m
+
+
+def _interleaved(lw, evens: str, odds: str) -> tuple[str, str]:
+    """Per 128-bit lane (a block), its 16 evens and 16 odds as values 0..15 and 16..31."""
+    lo, hi = lw.fresh("vlo"), lw.fresh("vhi")
+    lw.emit(f"const __m256i {lo} = _mm256_unpacklo_epi8({evens}, {odds});")
+    lw.emit(f"const __m256i {hi} = _mm256_unpackhi_epi8({evens}, {odds});")
+    return lo, hi
 
 
 def _offset(corr: str, zv: str | None) -> str:

@@ -2,9 +2,11 @@
 per 128-bit lane, the same exact integer block sums.
 
 - A's four Q8A blocks (36 bytes each: f32 sa, 32 qa) are rearranged once per row and step for every column by
-  ``vpermt2d`` from two 64-byte loads: lane L holds block L's qa 0..15 (``alo``) or 16..31 (``ahi``); i4 then
-  takes evens and odds (a byte shuffle of each, two unpacks); one more ``vpermt2ps`` of the first pair of
-  loads puts each block's sa into its lane's four dwords.
+  ``vpermt2d`` from two 64-byte loads: lane L holds block L's qa 0..15 (``alo``) or 16..31 (``ahi``); one more
+  ``vpermt2ps`` of the first pair of loads puts each block's sa into its lane's four dwords. i4's bytes hold
+  values 2j and 2j + 1, so one side is put in the other's order: with more rows than half the columns each
+  column's masked nibbles are interleaved back into value order (two byte unpacks), else each row's qa are
+  split into evens and odds (a byte shuffle of each half, two unpacks).
 - A column's four blocks of nibbles go to the lanes (q4_0: four 16-byte loads, three of them inserted; i4: one
   64-byte load), masked and shifted in place; its four scales to the lanes' dwords (a ``vpermps``).
 - Offsets as dot_int4_vnni's with more than 2 rows: per row -offs * sum qa in int32 lanes, offs 8, or with
@@ -31,6 +33,7 @@ from morello_build.ir.aquant import BLOCK, Q8A
 from morello_build.synth.cost import Features, lines_read
 from morello_build.target.kernels.common import KernelDef
 from morello_build.target.kernels.quant_int import block_group, block_ptr, dot_applies, prologue, scale_zero
+from morello_build.target.kernels.quant_int4 import nibbles_in_value_order
 from morello_build.target.kernels.quant_int_prefetch import prefetch_plan, prefetch_slots
 
 SPAN = 4  # blocks per step: one per 128-bit lane
@@ -63,25 +66,26 @@ def _applies(op, target) -> bool:
 
 
 def _cost(op, target) -> Features:
-    """Per step of 4 blocks: per row, 4 loads, 2 vpermt2d and a vpermt2ps (i4: 2 byte shuffles, 2 unpacks),
-    the offsets (2 dpbusd and the negation); per column, the nibbles (q4_0: 4 loads, 3 inserts; i4: a load),
-    masked (and, shift, and), the scales (a move and F16C's convert, the permute to the lanes; scalar: the
-    halves or values put together), zero points (16 - z to bytes: a broadcast and a byte shuffle, scalar
-    ops; 2 adds to the nibbles); per row and column 2 dpbusd, the scales' multiply (integer-multiply pipes
-    as dot_int4_vnni counts it), convert and FMA. The last 1..3 blocks: one more step (masked). Prefetches
-    are loads; B is read as one stream (as dot_int4_vnni). Where registers run out, each value beyond them
-    costs a store and two loads a step."""
+    """Per step of 4 blocks: per row, 4 loads, 2 vpermt2d and a vpermt2ps (i4 in A's order: 2 byte shuffles, 2
+    unpacks), the offsets (2 dpbusd and the negation); per column, the nibbles (q4_0: 4 loads, 3 inserts; i4: a
+    load; in value order: 2 unpacks), masked (and, shift, and), the scales (a move and F16C's convert, the
+    permute to the lanes; scalar: the halves or values put together), zero points (16 - z to bytes: a
+    broadcast and a byte shuffle, scalar ops; 2 adds to the nibbles); per row and column 2 dpbusd, the
+    scales' multiply (integer-multiply pipes as dot_int4_vnni counts it), convert and FMA. The last 1..3
+    blocks: one more step (masked). Prefetches are loads; B is read as one stream (as dot_int4_vnni). Where
+    registers run out, each value beyond them costs a store and two loads a step."""
     fmt, (_, m, k, n) = op.b.dtype, op.iter_shape
     blocks = k // BLOCK
     full, per = prefetch_plan(fmt, k, n, SPAN)
     steps = full + int(blocks % SPAN > 0)
-    q4, i4, z = fmt.name == "q4_0", fmt.name == "i4", int(fmt.zero)
+    q4, z = fmt.name == "q4_0", int(fmt.zero)
+    i4_rows, i4_cols = fmt.name == "i4" and not nibbles_in_value_order(op), nibbles_in_value_order(op)
     spill = max(0, _vector_regs(op, target) + 4 * m - target.vector_regs)
     feats = Features.of(
         vec_load=steps * (4 * m + (1 + 3 * q4) * n + 2 * spill) + full * per,
         vec_store=steps * spill,
         vec_op=steps * (m + n * (3 + 3 * q4 + 2 + 2 * z) + m * n),
-        vec_shuffle=steps * (m * (3 + 4 * i4) + n * (1 + 2 * z)),
+        vec_shuffle=steps * (m * (3 + 4 * i4_rows) + n * (1 + 2 * z + 2 * i4_cols)),
         vec_imul=steps * (2 * m + 3 * m * n),
         vec_fma=steps * m * n,
         scalar_op=steps * n * (3 + 3 * q4 + 3 * z),
@@ -107,15 +111,16 @@ def _emit(lw, node, binds) -> None:
         lw.emit(f"const __m512i lane_ix = _mm512_setr_epi32({', '.join(str(d // 4) for d in range(16))});")
     if fmt.zero and not _one_group(fmt):  # byte L of a broadcast dword to every byte of lane L
         lw.emit(f"const __m512i zspread = _mm512_setr_epi32({', '.join(hex(d // 4 * 0x01010101) for d in range(16))});")
-    if fmt.name == "i4":
+    in_order = nibbles_in_value_order(node.spec.op)
+    if fmt.name == "i4" and not in_order:
         lw.emit(f"const __m512i evens_odds = _mm512_maskz_broadcast_i32x4(0xFFFF, _mm_setr_epi8({_EVENS_ODDS}));")
     if blocks >= SPAN:
         lw.open(f"for (ix {blk} = 0; {blk} + {SPAN - 1} < {blocks}; {blk} += {SPAN}) {{")
-        _step(lw, fmt, aps, cols, blk, SPAN, accs, prefetch_slots(lw, fmt, cols, k, n, blk, n, SPAN))
+        _step(lw, fmt, aps, cols, blk, SPAN, accs, prefetch_slots(lw, fmt, cols, k, n, blk, n, SPAN), in_order)
         lw.close()
     if blocks % SPAN:
         lw.open("{")
-        _step(lw, fmt, aps, cols, str(blocks - blocks % SPAN), blocks % SPAN, accs, [[] for _ in cols])
+        _step(lw, fmt, aps, cols, str(blocks - blocks % SPAN), blocks % SPAN, accs, [[] for _ in cols], in_order)
         lw.close()
     for r, row in enumerate(accs):
         for j, acc in enumerate(row):
@@ -135,9 +140,10 @@ def _valid(first_byte: int, limit: int) -> int:
     return sum(1 << d for d in range(16) if first_byte + 4 * d < limit)
 
 
-def _step(lw, fmt, aps, cols, blk: str, count: int, accs, prefetches) -> None:
+def _step(lw, fmt, aps, cols, blk: str, count: int, accs, prefetches, in_order: bool) -> None:
     """Blocks blk .. blk + count - 1 (count 4 but in the last step), a block per lane: A's rows rearranged,
-    then every column and row, each column followed by its slot of the following columns' prefetches."""
+    then every column and row, each column followed by its slot of the following columns' prefetches.
+    in_order: i4's nibbles put in value order (else A's qa in the nibbles' order, evens then odds)."""
     rows = []
     for ap in aps:
         x0, y0, x1, y1, lo, hi, corr, sa = (lw.fresh(s) for s in ("x", "y", "x", "y", "alo", "ahi", "corr", "sa"))
@@ -149,7 +155,7 @@ def _step(lw, fmt, aps, cols, blk: str, count: int, accs, prefetches) -> None:
         lw.emit("const __m512i " + ", ".join(f"{v} = {x}" for v, _, x in loads) + ";")
         lw.emit(f"__m512i {lo} = _mm512_permutex2var_epi32({x0}, alo_ix, {y0});")
         lw.emit(f"__m512i {hi} = _mm512_permutex2var_epi32({x1}, ahi_ix, {y1});")
-        if fmt.name == "i4":  # evens of each block's 32 values, then odds: the nibbles' order
+        if fmt.name == "i4" and not in_order:  # evens of each block's 32 values, then odds: the nibbles' order
             shuffled = (f"{x}s = _mm512_shuffle_epi8({x}, evens_odds)" for x in (lo, hi))
             lw.emit(f"const __m512i {', '.join(shuffled)};")
             lw.emit(f"{lo} = _mm512_maskz_unpacklo_epi64(0xFF, {lo}s, {hi}s);")
@@ -166,6 +172,8 @@ def _step(lw, fmt, aps, cols, blk: str, count: int, accs, prefetches) -> None:
         zc = _zeros(lw, fmt, col, blk, count)
         lw.emit(f"const __m512i {lo} = {_plus(f'_mm512_and_si512({v}, m15)', zc)};")
         lw.emit(f"const __m512i {hi} = {_plus(f'_mm512_and_si512(_mm512_srli_epi16({v}, 4), m15)', zc)};")
+        if in_order:  # bytes j: values 2j (lo) and 2j + 1 (hi), interleaved back into 0..15 and 16..31
+            lo, hi = _interleaved(lw, lo, hi)
         lw.emit(f"const __m512 {sb} = {_scales(lw, fmt, col, blk, count)};")
         for r, (alo, ahi, corr, sa) in enumerate(rows):
             sums = f"_mm512_dpbusd_epi32(_mm512_dpbusd_epi32({corr}, {lo}, {alo}), {hi}, {ahi})"
@@ -175,6 +183,14 @@ def _step(lw, fmt, aps, cols, blk: str, count: int, accs, prefetches) -> None:
             )
         for stmt in prefetches[j]:
             lw.emit(stmt)
+
+
+def _interleaved(lw, evens: str, odds: str) -> tuple[str, str]:
+    """Per 128-bit lane, the block's 16 evens and 16 odds as values 0..15 and 16..31."""
+    lo, hi = lw.fresh("vlo"), lw.fresh("vhi")
+    lw.emit(f"const __m512i {lo} = _mm512_unpacklo_epi8({evens}, {odds});")
+    lw.emit(f"const __m512i {hi} = _mm512_unpackhi_epi8({evens}, {odds});")
+    return lo, hi
 
 
 def _plus(x: str, zc: str | None) -> str:
@@ -249,7 +265,7 @@ def _vector_regs(op, target) -> int:
     fmt = op.b.dtype
     # accumulators, the constants (m15, offs, 4 indexes; zspread, evens_odds) and 4 temporaries (A's per-row
     # halves, offsets and scales can live on the stack: memory operands, priced in _cost)
-    return m * n + 6 + int(fmt.zero) + int(fmt.name == "i4") + 4
+    return m * n + 6 + int(fmt.zero) + int(fmt.name == "i4" and not nibbles_in_value_order(op)) + 4
 
 
 DOT_INT4_VNNI512 = KernelDef(
