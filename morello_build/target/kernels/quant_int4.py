@@ -58,24 +58,22 @@ def _applies(op, target, vnni: bool = False) -> bool:
 
 
 def _cost(op, target, vnni: bool = False) -> Features:
-    """Per pair of blocks: per row, A's two blocks rearranged (shuffles; q4_0 and i4 in value order: 2
-    permutes; i4: 2 byte shuffles, 2 unpacks, 2 permutes), their offsets (2 maddubs, an add) and scales (an
-    unpack); per column, the nibbles masked (and, shift, and; q4_0: an insert; i4 in value order: 2 unpacks)
-    and the scales converted (a move, F16C); per row
-    and column 2 maddubs and a madd, add, sub, convert, the scales' multiply (an FMA pipe's), permute and the
-    FMA; zero points: per column the pair's z to 16-bit lanes (a load, a move, a broadcast; where a pair can
-    straddle two groups a byte shuffle, and unless groups are 32 values two more scalar ops), per row and
-    column a mullo_epi16. The odd last block: per row A's block rearranged (i4: a byte shuffle, a permute)
-    and its offsets (a maddubs); per column the nibbles (shift, insert, and; zero points: a move and a
-    broadcast); per row and column maddubs, madd, sub, convert, the broadcast of sa * sb and the FMA (zero
-    points: a mullo). Prefetches are loads; B is read as one stream (the prefetches make the n columns one
-    sequential run). Where registers run out (_vector_regs counts those the loop needs), each value beyond
-    them costs a store and two loads a step. VNNI: the offsets' maddubs become dpbusd and their add a sub
-    (the negation; the odd block: one more sub a row); per row and column 2 dpbusd and the convert in place
-    of 2 maddubs, madd, add, sub and convert (the odd block: a dpbusd and the convert); zero points: the z
-    to 32-bit lanes as dot_int4's to 16-bit lanes, per row and column a madd in place of the mullo, or with
-    more than 2 rows (_zero_width 8) per column 16 - z to bytes (one more scalar op) and its 2 adds to the
-    nibbles, and no madd."""
+    """Per pair of blocks: per row, A's two blocks rearranged (shuffles; q4_0 and i4 in value order: 2 permutes; i4:
+    2 byte shuffles, 2 unpacks, 2 permutes), their offsets (2 maddubs, an add) and scales (an unpack); per column,
+    the nibbles masked (and, shift, and; q4_0: an insert; i4 in value order: 2 unpacks) and the scales converted
+    (a move, F16C); per row and column 2 maddubs and a madd, add, sub, convert, the scales' multiply (an FMA
+    pipe's), permute and the FMA; zero points: per column the pair's z to 16-bit lanes (a load, a move, a
+    broadcast; where a pair can straddle two groups a byte shuffle, and unless groups are 32 values two more
+    scalar ops), per row and column a mullo_epi16. The odd last block: per row A's block rearranged (i4: a byte
+    shuffle, a permute) and its offsets (a maddubs); per column the nibbles (shift, insert, and; zero points: a
+    move and a broadcast); per row and column maddubs, madd, sub, convert, the broadcast of sa * sb and the FMA
+    (zero points: a mullo). Prefetches are loads; B is read as one stream (the prefetches make the n columns one
+    sequential run). Where registers run out (_vector_regs counts those the loop needs), each value beyond them
+    costs a store and two loads a step. VNNI: the offsets' maddubs become dpbusd and their add a sub (the
+    negation; the odd block: one more sub a row); per row and column 2 dpbusd and the convert in place of 2
+    maddubs, madd, add, sub and convert (the odd block: a dpbusd and the convert); zero points: the z to 32-bit
+    lanes as dot_int4's to 16-bit lanes, per row and column a madd in place of the mullo, or with more than 2 rows
+    (_zero_width 8) per column 16 - z to bytes (one more scalar op) and its 2 adds to the nibbles, and no madd."""
     fmt, (_, m, k, n) = op.b.dtype, op.iter_shape
     blocks = k // BLOCK
     pairs, per = prefetch_plan(fmt, k, n)
