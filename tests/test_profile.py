@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from morello_build.target import TARGETS, get_target, profiles
+from morello_build.target import TARGETS, get_target, profiles, runnable_isas
 from morello_build.target.costs import CostTable
 from morello_build.target.host import Cache, HostFacts
 from morello_build.tools import calibrate, cli, fit
@@ -70,6 +70,8 @@ def samples_from(cycles: dict[str, float], clock_ns: float = 0.25) -> dict[str, 
     out = {name: [c * clock_ns * f for f in (0.99, 1.0, 1.01, 1.0, 1.0)] for name, c in cycles.items()}
     out["clock"] = [clock_ns] * 5
     out["fma_tp_512"] = [2 * TRUE["vec_fma"] * clock_ns] * 5
+    out["l1_load_512"] = [2 * TRUE["vec_load"] * clock_ns] * 5  # a core that splits 512-bit loads in two
+    out["l1_store_512"] = [2 * TRUE["vec_store"] * clock_ns] * 5
     return out
 
 
@@ -82,7 +84,10 @@ def test_profile_file_round_trip(tmp_path):
     t = get_target("avx2", profile=str(path))
     assert t.costs.gl_line == pytest.approx(20.0, rel=1e-3) and t.costs.loop_iter == CostTable().loop_iter
     assert (t.l1_bytes, t.l1_ways, t.l2_bytes) == (32 << 10, 8, 512 << 10)
-    assert get_target("avx512", profile=str(path)).costs.vec_fma == pytest.approx(1.0)  # its "widths"
+    wide = get_target("avx512", profile=str(path)).costs  # its "widths": 512-bit FMAs, loads and stores
+    expected = (1.0, 2 * TRUE["vec_load"], 2 * TRUE["vec_store"])
+    assert (wide.vec_fma, wide.vec_load, wide.vec_store) == pytest.approx(expected)
+    assert t.costs.vec_load == pytest.approx(TRUE["vec_load"], rel=1e-3)
     assert t.profile == "calibrated: AMD EPYC 7763"
 
 
@@ -208,6 +213,11 @@ def test_calibrate_quick_runs_the_benchmarks(tmp_path, capsys):
     assert cli.main(["calibrate", "--quick", "-o", str(out)]) == 0
     data = json.loads(out.read_text())
     assert {"clock", "fma_tp_256", "fma_lat_256", "dram_line", "short_run", "prefetch_0"} <= set(data["measurements"])
+    if "avx512" in runnable_isas():
+        assert {"fma_tp_512", "l1_load_512", "l1_store_512"} <= set(data["measurements"])
+        assert set(data["widths"]["64"]) == {"vec_fma", "fma_latency", "vec_load", "vec_store"}
+    if os.cpu_count() and os.cpu_count() > 1:  # the headers' own pool, called back to back
+        assert data["measurements"]["parallel_round"]["median_ns"] > 0
     assert data["costs"]["prefetch_bytes"] in fit.PREFETCH_ROWS.values()
     lo, hi = calibrate.FMA_LATENCY_CYCLES
     assert lo <= data["measurements"]["fma_lat_256"]["cycles"] <= hi  # the clock is a cycle

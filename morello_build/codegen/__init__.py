@@ -105,6 +105,11 @@ def _env():
     )
 
 
+def runtime_header(rt: str) -> str:
+    """The runtime every header carries (bf16 helpers, the CPU check, the default pool) in namespace ``rt``."""
+    return render("runtime.hpp.j2", rt=rt, rt_guard=rt.upper(), version=__version__)
+
+
 def render(template: str, **ctx) -> str:
     """A package template (templates/), rendered by the one Jinja environment of the generator."""
     return _env().get_template(template).render(**ctx)
@@ -350,7 +355,7 @@ def header_context(user: UserSpec, *, name: str, namespace: str) -> dict:
         **_reference_context(user, rt),
         cost_units="cost-model units, about cycles on one core",
         guard=guard,
-        runtime=render("runtime.hpp.j2", rt=rt, rt_guard=rt.upper(), version=__version__).rstrip("\n"),
+        runtime=runtime_header(rt).rstrip("\n"),
         rt=rt,
     )
 

@@ -23,6 +23,7 @@ from morello_build.tools.errors import UserError
 
 SOURCE = Path(__file__).with_name("calibrate.cpp")
 DEFAULT_OUTPUT = "morello-profile.json"
+RUNTIME_NAMESPACE = "morello_calibrate_rt"  # the generated headers' runtime, timed as the parallel round's pool
 
 
 def compiler() -> str:
@@ -36,9 +37,13 @@ def run_benchmarks(reps: int, quick: bool, threads: int, l2_bytes: int, l3_bytes
     """{measurement: [ns per unit, one per repetition]} (the first repetition is a warm-up, dropped)."""
     dram_mib = 16 if quick else max(256, 4 * l3_bytes >> 20)  # DRAM: well beyond the last-level cache
     l2_kib = max(64, l2_bytes // 2 >> 10)
+    from morello_build.codegen import runtime_header
+
     with tempfile.TemporaryDirectory(prefix="morello-calibrate-") as tmp:
         exe = Path(tmp) / "calibrate"
-        cmd = [compiler(), "-O2", "-std=c++17", "-pthread", "-o", str(exe), str(SOURCE)]
+        (Path(tmp) / "morello_runtime.hpp").write_text(runtime_header(RUNTIME_NAMESPACE))
+        cmd = [compiler(), "-O2", "-std=c++17", "-pthread", f"-I{tmp}", f"-DMORELLO_CALIBRATE_NS={RUNTIME_NAMESPACE}"]
+        cmd += ["-o", str(exe), str(SOURCE)]
         p = subprocess.run(cmd, capture_output=True, text=True)
         if p.returncode:
             first = (p.stderr.strip().splitlines() or ["no output"])[0]

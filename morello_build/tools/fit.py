@@ -22,12 +22,14 @@ ROWS: dict[str, tuple[str, dict[str, float]]] = {
     "two_streams_line": ("a DRAM line of 2 interleaved streams", {"gl_line": 1, "gl_two_streams": 1, "vec_load": 2}),
     "interleaved_line": ("a DRAM line of 4 interleaved streams", {"gl_line": 1, "gl_interleaved": 1, "vec_load": 2}),
     "short_run": ("a 512-byte DRAM run on a new page", {"gl_line": 8, "gl_short_run": 1, "vec_load": 16}),
-    "parallel_round": ("waking and joining the pool once", {"parallel_setup": 1}),
+    "parallel_round": ("a parallel call of the headers' pool, back to back", {"parallel_setup": 1}),
 }
 # Measured but fitted per vector width (profiles' "widths"), not in the shared rows.
 WIDTH_ROWS: dict[str, tuple[str, int, str]] = {
     "fma_tp_512": ("one 512-bit FMA of 12 independent chains", 64, "vec_fma"),
     "fma_lat_512": ("one 512-bit FMA of a dependent chain", 64, "fma_latency"),
+    "l1_load_512": ("one 512-bit load from L1", 64, "vec_load"),
+    "l1_store_512": ("one 512-bit store to L1", 64, "vec_store"),
 }
 CLOCK = "clock"  # ns per cycle: a chain of dependent integer adds
 # Measured to choose CostTable.prefetch_bytes, not fitted: a bf16 dot product's loop over DRAM (as the dot
