@@ -43,6 +43,7 @@ def summarize(costs, timings) -> dict:
     cliffs_low = [i for i in range(1, len(costs)) if costs[i] <= CLIFF * costs[0] and low[i] > CLIFF * low[0]]
     return dict(
         rho=measure.spearman(costs, secs),
+        repeatability=measure.repeatability(timings) if all(hasattr(t, "halves") for t in timings) else None,
         rho_low=measure.spearman(costs, low),
         pick_over_fastest=secs[0] / secs[fastest],
         pick_over_fastest_low=low[0] / min(low),
@@ -112,7 +113,10 @@ def main(argv=None) -> int:
                 cost=c.cost,
                 path=[list(step) for step in c.path],
                 tree=format_tree(c.impl),
-                **{m: dict(seconds=ts[i].seconds, spread=ts[i].spread, low=ts[i].low) for m, ts in modes.items()},
+                **{
+                    m: dict(seconds=ts[i].seconds, spread=ts[i].spread, low=ts[i].low, halves=ts[i].halves)
+                    for m, ts in modes.items()
+                },
             )
             for i, c in enumerate(cands)
         ],
@@ -141,12 +145,17 @@ def rescore(path: Path, target) -> int:
     for m in report["summary"]:
         s = summarize(costs, [SimpleNamespace(**cands[i][m]) for i in order])
         print(
-            f"{report['spec']} {m}: rho {s['rho']:.2f} (10th pct {s['rho_low']:.2f}); pick #{order[0]} runs "
+            f"{report['spec']} {m}: rho {s['rho']:.2f} (10th pct {s['rho_low']:.2f}{_repeat(s)}); "
+            f"pick #{order[0]} runs "
             f"{s['pick_over_fastest']:.2f}x the fastest (10th pct {s['pick_over_fastest_low']:.2f}x); "
             f"cliffs {[order[i] for i in s['cliffs']] or 'none'}; cost range {costs[-1] / costs[0]:.2f}x; "
             f"measured at load {report['loadavg'][0]:.1f}"
         )
     return 0
+
+
+def _repeat(s) -> str:
+    return "" if s["repeatability"] is None else f"; measurement against itself {s['repeatability']:.2f}"
 
 
 def reprice(node, target):
@@ -199,7 +208,8 @@ def _print(report, modes, costs, cands) -> None:
     con.print(tab)
     for m, s in report["summary"].items():
         con.print(
-            f"{m}: rho {s['rho']:.2f} (10th percentiles: {s['rho_low']:.2f}); the pick runs "
+            f"{m}: rho {s['rho']:.2f} (10th percentiles: {s['rho_low']:.2f}; the measurement against itself: "
+            f"{s['repeatability']:.2f}); the pick runs "
             f"{s['pick_over_fastest']:.2f}x the fastest (#{s['fastest']}; 10th percentiles: "
             f"{s['pick_over_fastest_low']:.2f}x); median spread {s['median_spread']:.0%}; cliffs (cost <= "
             f"{CLIFF:g}x the pick's, time > {CLIFF:g}x): {s['cliffs'] or 'none'} "

@@ -107,6 +107,19 @@ def test_spearman():
     assert spearman([1, 1, 2], [5, 5, 9]) == pytest.approx(1.0)
 
 
+def test_repeatability_ranks_the_two_halves_of_the_samples():
+    """A timing's halves are the medians of alternate samples (rounds); over programs that differ they rank
+    alike (1), over ties that only noise separates they do not: the ceiling of any model's rho."""
+    from morello_build.tools.measure import _summary, repeatability
+
+    t = _summary([1.0, 2.0, 1.1, 2.1, 0.9, 1.9])
+    assert t.halves == (1.0, 2.0) and t.seconds == pytest.approx(1.5)
+    distinct = [_summary([k, k + 0.01, k - 0.01, k]) for k in (1.0, 2.0, 3.0, 4.0)]
+    assert repeatability(distinct) == pytest.approx(1.0)
+    ties = [_summary([1.0 + e, 1.0 - e]) for e in (0.01, -0.02, 0.03, -0.04)]  # halves in opposite orders
+    assert repeatability(ties) == pytest.approx(-1.0)
+
+
 @pytest.mark.skipif(shutil.which("g++") is None, reason="needs a C++ compiler")
 def test_the_benchmark_harness_times_every_program(tmp_path):
     from morello_build.ir.grammar import parse_spec

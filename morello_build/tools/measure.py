@@ -120,6 +120,9 @@ class Timing:
     low: float  # the 10th percentile: less sensitive to a busy host, which only ever adds time
     q1: float = 0.0  # the quartiles
     q3: float = 0.0
+    # The medians of the odd-numbered and of the even-numbered samples (alternate rounds): two measurements
+    # of the same program, whose agreement over a candidate set bounds any model's (``repeatability``).
+    halves: tuple[float, float] = (0.0, 0.0)
 
 
 def _compile(cmd: list[str], timeout: float) -> None:
@@ -241,11 +244,19 @@ def default_clock(user) -> str:
     return "cpu" if user.serial else "wall"
 
 
-def _summary(xs: list[float]) -> Timing:
-    xs = sorted(xs)
+def _summary(samples: list[float]) -> Timing:
+    xs = sorted(samples)
     med = median(xs)
     q1, q3 = xs[len(xs) // 4], xs[(3 * len(xs)) // 4]
-    return Timing(med, (q3 - q1) / med if med else 0.0, len(xs), xs[len(xs) // 10], q1, q3)
+    halves = (median(samples[0::2]), median(samples[1::2])) if len(samples) > 1 else (med, med)
+    return Timing(med, (q3 - q1) / med if med else 0.0, len(xs), xs[len(xs) // 10], q1, q3, halves)
+
+
+def repeatability(timings: list[Timing]) -> float:
+    """Spearman's rho between the two halves of the samples (Timing.halves) over a set of programs: how
+    well the measurement ranks them against itself, the most a cost model's rho can reach on that set
+    (near-ties of real programs rank by noise)."""
+    return spearman([t.halves[0] for t in timings], [t.halves[1] for t in timings])
 
 
 def spearman(xs, ys) -> float:
