@@ -12,7 +12,7 @@ import pytest
 
 from morello_build.ir.grammar import parse_spec
 from morello_build.ir.impl import Kernel, format_tree, walk
-from morello_build.ir.layout import packed, row_major
+from morello_build.ir.layout import interleaved, packed, row_major
 from morello_build.ir.spec import DType, Level, Matmul, Move, Spec, TensorSpec, canonicalize
 from morello_build.synth import cost
 from morello_build.synth.actions import Tile, indexes_registers, loop_regions, tile_op
@@ -246,6 +246,41 @@ def test_l2_reuse_counts_lines_later_trips_read_from_l2():
     assert _loop_features(spec, (1, 64, 128, 64), parallel=True, target=AVX512).get("l2_reuse_line") == 0
     big = _spec("matmul 4096x128x256 accum", AVX512)  # does not fit in L2
     assert _loop_features(big, (1, 4096, 128, 64), target=AVX512).get("l2_reuse_line") == 0
+
+
+def test_l1_reuse_counts_lines_later_trips_find_in_l1():
+    """A loop whose trips' tiles fit in L1 together finds on later trips the lines earlier trips brought in:
+    the inputs it does not index, the lines its trips' tiles share, and a split's output (loaded again),
+    refunded down to L1's price, not L2's; but not the output of a GEMV, whose weights stream."""
+    spec = _spec("matmul 32x32x32", AVX512)
+    a, b, c = spec.op.a, spec.op.b, spec.op.c
+    rows = _loop_features(spec, (1, 4, 32, 32), target=AVX512)  # 8 trips, each all of B
+    assert rows.get("l1_reuse_line") == 7 * b.lines() and rows.get("l2_reuse_line") == 0
+    split = _loop_features(spec, (1, 32, 2, 32), target=AVX512)  # 16 trips of 2 values of each A row
+    # A: 16 trips x 32 rows' lines, 64 lines in all; B: 16 x 4 lines = its 64; C: loaded again
+    assert split.get("l1_reuse_line") == (16 * 32 - a.lines()) + 15 * c.lines()
+    assert split.get("l2_reuse_line") == 0
+    gemv = _spec("matmul 1x256x1024 b=bf16", AVX512)  # K x N weights read once: C stays with L2's refund
+    kxn = _loop_features(gemv, (1, 1, 4, 1024), target=AVX512)
+    assert kxn.get("l1_reuse_line") == 64 - gemv.op.a.lines()  # A's line shared by 4 trips: still refunded
+    assert kxn.get("l2_reuse_line") == 63 * gemv.op.c.lines()
+    assert _loop_features(spec, (1, 4, 32, 32), parallel=True, target=AVX512).get("l1_reuse_line") == 0
+    big = _spec("matmul 64x128x256 accum", AVX512)  # a trip's tiles fill more than half of L1: L2 reuse
+    own = _loop_features(big, (1, 64, 128, 64), target=AVX512)
+    assert own.get("l1_reuse_line") == 0 and own.get("l2_reuse_line") > 0
+
+
+def test_a_copy_that_reads_its_source_at_a_stride_counts_gather_elements():
+    """Interleaving A into evens and odds reads every other element: not vectorized, a gather element each;
+    packing B's rows into panels reads along the rows: a vectorized copy."""
+    a = TensorSpec((1, 1, 2048), DType.F32, row_major(3), Level.GL, 3)
+    strips = interleaved(row_major(3), 2, 32)
+    gather = BY_NAME["copy"].cost(Move(a, TensorSpec(a.shape, DType.F32, strips, Level.L1, len(strips.digits))), AVX512)
+    assert gather.get("copy_gather_elem") == 2048 and gather.get("copy_elem") == 0
+    b = TensorSpec((1, 64, 64), DType.F32, row_major(3), Level.GL, 3)
+    panels = TensorSpec(b.shape, DType.F32, packed(2, 16), Level.L1, len(packed(2, 16).digits))
+    plain = BY_NAME["copy"].cost(Move(b, panels), AVX512)
+    assert plain.get("copy_elem") == 64 * 64 and plain.get("copy_gather_elem") == 0
 
 
 def test_stride_classes_take_ways_and_save_no_l2_reuse():

@@ -24,7 +24,8 @@ The overlap rule (``overlap``, ECM-style): cost = max(busiest core class, L1 por
 So the k step of a register tile costs its busiest port (FMAs, loads and broadcasts, the FMA latency
 chain, dispatch), not their sum, and transfers hide behind FMAs. The surcharges of one class still
 stack: a main-memory line that a dot kernel reads as one of several streams counts one ``gl_line`` and
-one ``gl_interleaved``; ``l2_reuse_line`` refunds part of the ``gl_line`` of lines later trips find in L2.
+one ``gl_interleaved``; ``l1_reuse_line`` and ``l2_reuse_line`` refund part of the ``gl_line`` of lines later
+trips find in L1 or L2.
 
 The memo keeps one program per spec, the cheapest by its own cost (then by summed work, ``better``); a
 parent's cost is not the sum of its children's, so that choice is exact per spec and an approximation
@@ -51,6 +52,7 @@ from morello_build.synth.caches import (  # noqa: F401 (re-exported: the model's
 from morello_build.synth.features import FEATURES, NONE, Features  # noqa: F401 (re-exported)
 from morello_build.synth.loops import (  # noqa: F401 (re-exported: the loop features, priced here)
     busiest_share,
+    l1_reuse_lines,
     l2_reuse_lines,
     loop_features,
     lost_streams,
@@ -81,6 +83,7 @@ _CLASS_OF = {
     "fma_latency": "chain",  # the accumulators' dependency chain (fma_steps)
     "loop_iter": "branch",  # at most one taken branch per cycle
     "copy_elem": "copy",
+    "copy_gather_elem": "copy",
     "scalar_op": "scalar",
     "gl_line": "transfer",
     "gl_interleaved": "transfer",
@@ -89,7 +92,8 @@ _CLASS_OF = {
     "l1_line": "transfer",
     "l2_line": "transfer",
     "l2_stream": "transfer",
-    "l2_reuse_line": "transfer",  # refunds part of a gl_line: the same class
+    "l1_reuse_line": "transfer",  # refunds part of a gl_line: the same class
+    "l2_reuse_line": "transfer",
     "hsum": "serial",  # a latency-bound shuffle-and-add chain
     "parallel_setup": "serial",
     "shared_line": "serial",
@@ -154,8 +158,8 @@ def combine(own: tuple[float, ...], children, weights, phases=(), hidden=1.0) ->
     """THE combination rule (see the module docstring): a node's parts are its own features' parts
     (``parts(features, costs)``, computed once per plan) plus each child's parts times how often it runs
     per thread, except that a child in ``phases`` (a packing copy: ``move_phases``) runs as a phase of
-    its own: its cost is serial. A loop's refund (l2_reuse_line: its only negative part) goes to the
-    lines where they were counted: those of phases first (their serial cost), then the transfers.
+    its own: its cost is serial. A loop's refunds (l1_reuse_line, l2_reuse_line: its only negative parts)
+    go to the lines where they were counted: those of phases first (their serial cost), then the transfers.
     The node's cost is ``overlap`` of its parts (``hidden``: CostTable.hidden). Returns (cost, parts)."""
     total = list(own)
     refund = min(0.0, total[TRANSFER])
@@ -322,8 +326,8 @@ def bound_parts(spec, target) -> tuple[float, ...]:
     lane); a matmul that may still get a parallel loop (not serial) splits that work over at most
     ``target.threads`` threads. As parts: the search adds them up over a plan's sub-specs (Plan.lower_bound),
     and a program's parts hold at least these FMAs and lines (its phases cost at least their parts). Every
-    feature's price is positive except l2_reuse_line, which only refunds part of a gl_line counted in a
-    body, so the bound holds. (Priced directly: it is computed for every plan.)"""
+    feature's price is positive except l1_reuse_line and l2_reuse_line, which only refund part of a gl_line
+    counted in a body, so the bound holds. (Priced directly: it is computed for every plan.)"""
     from morello_build.ir.spec import DType
 
     op, c = spec.op, target.costs

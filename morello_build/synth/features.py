@@ -9,7 +9,8 @@ from morello_build.target.costs import CostTable
 
 # Feature names, in a fixed order: the CostTable's prices (its float fields), then derived prices
 # (CostTable properties). An unknown name is an error (Features.of raises KeyError).
-FEATURES: tuple[str, ...] = tuple(f.name for f in fields(CostTable) if f.type == "float") + ("l2_reuse_line",)
+_PRICES = tuple(f.name for f in fields(CostTable) if f.type == "float")
+FEATURES: tuple[str, ...] = _PRICES + ("l1_reuse_line", "l2_reuse_line")
 _RANK = {name: i for i, name in enumerate(FEATURES)}
 
 

@@ -51,6 +51,11 @@ class CostTable:
     hsum: float = 6.0  # horizontal sum of one vector
     fma_latency: float = 4.0  # an outer-product step bound by FMA latency (see cost.fma_steps)
     copy_elem: float = 0.3  # one element of a packing copy (compiler-vectorized loop); zeroing memory: half
+    # One element of a packing copy whose innermost loop reads its source at a stride (A interleaved into
+    # evens and odds, a transposed tile): a scalar load and store each, not vectorized. Zen 4, warm: a
+    # 1x2048x4096 bf16 GEMV that copied A (2048 floats, evens then odds) for each column ran 2,600 cycles a
+    # column against 460 with one copy in all.
+    copy_gather_elem: float = 1.0
     loop_iter: float = 1.0  # one iteration of a rolled loop
     parallel_setup: float = 4000.0  # one parallel loop: waking workers and joining them
     # A line of an output that parallel tasks share at a tile edge (one per strided run of a task's output
@@ -92,6 +97,12 @@ class CostTable:
     def hidden(self) -> float:
         """The share of the non-binding work the core hides (``overlap_percent`` / 100)."""
         return self.overlap_percent / 100
+
+    @property
+    def l1_reuse_line(self) -> float:
+        """A line counted as a main-memory line in a loop's body that the loop's later trips find in L1
+        (cost.l1_reuse_lines): a refund, the difference of the two prices (negative)."""
+        return self.l1_line - self.gl_line
 
     @property
     def l2_reuse_line(self) -> float:

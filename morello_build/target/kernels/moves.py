@@ -169,7 +169,21 @@ def _copy_applies(op, target):
 
 def _copy_cost(op, target):
     spill = op.dst.lines() if op.dst.level == Level.GL else 0  # a scratch block's lines leave L1
-    return Features.of(copy_elem=op.src.volume) + lines_from(op.src) + Features.of(l2_line=spill)
+    elems = Features.of(copy_gather_elem=op.src.volume) if _gathers(op) else Features.of(copy_elem=op.src.volume)
+    return elems + lines_from(op.src) + Features.of(l2_line=spill)
+
+
+def _gathers(op) -> bool:
+    """Whether a copy's innermost loop (the destination's last digit, _digit_nest) reads its source at a
+    stride: A interleaved into evens and odds, a transposed tile. The compiler does not vectorize that loop."""
+    dst, src = _live_digits(op.dst), _live_digits(op.src)
+    if not dst or not src:
+        return False
+    return (dst[-1].dim, dst[-1].div) != (src[-1].dim, 1) or src[-1].div != 1
+
+
+def _live_digits(t):
+    return [d for d, e in zip(t.layout.digits, t.layout.extents(t.shape)) if e > 1]
 
 
 def _digit_nest(lw, layout, shape, src_order):
