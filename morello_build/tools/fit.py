@@ -20,7 +20,10 @@ ROWS: dict[str, tuple[str, dict[str, float]]] = {
     "dram_line": ("a line streamed from DRAM, one thread", {"gl_line": 1, "vec_load": 2}),
     "dram_line_all": ("a line from DRAM per thread, all threads reading", {"gl_line": 1, "vec_load": 2}),
     "two_streams_line": ("a DRAM line of 2 interleaved streams", {"gl_line": 1, "gl_two_streams": 1, "vec_load": 2}),
-    "interleaved_line": ("a DRAM line of 4 interleaved streams", {"gl_line": 1, "gl_interleaved": 1, "vec_load": 2}),
+    "interleaved_line": (
+        "a DRAM line of 4 columns of 4 KiB read side by side",
+        {"gl_line": 1, "gl_interleaved": 1, "vec_load": 2},
+    ),
     "short_run": ("a 512-byte DRAM run on a new page", {"gl_line": 8, "gl_short_run": 1, "vec_load": 16}),
     "parallel_round": ("a parallel call of the headers' pool, back to back", {"parallel_setup": 1}),
 }
