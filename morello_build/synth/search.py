@@ -109,7 +109,7 @@ class Search:
         if budget is not None and self.prune and plan.lower_bound(self.bound) > budget:
             return None
         children = []
-        done = list(plan.own or ZERO)  # the parts of the plan's own work and its built children (for bounds)
+        done = list(ZERO)  # the parts of the plan's built children (for bounds)
         weights = plan.weights or (1.0,) * len(plan.subspecs)
         for i, sub in enumerate(plan.subspecs):
             maker = (bodies or {}).get(i)
@@ -119,7 +119,7 @@ class Search:
             children.append(child)
             if budget is not None and self.prune and i + 1 < len(plan.subspecs):
                 done = [d + weights[i] * x for d, x in zip(done, child.parts)]
-                partial = Plan(plan.subspecs[i + 1 :], plan.build, weights[i + 1 :])
+                partial = Plan(plan.subspecs[i + 1 :], plan.build, weights[i + 1 :], plan.own)
                 if partial.lower_bound(self.bound, done) > budget:
                     return None
         return plan.build(tuple(children))

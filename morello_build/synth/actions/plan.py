@@ -23,14 +23,20 @@ class Plan:
         """A cost no program of this plan can beat: the overlap rule over its own parts, ``done`` (the
         parts of the children already built) and its sub-specs' bounds (cost.lower_bound: parts too), all
         of the rest hidden behind the busiest class (a table that hides less only adds).
-        Children built as phases (cost.move_phases) cost at least as much as counted here."""
-        from morello_build.synth.cost import ZERO, overlap
+        Children built as phases (cost.move_phases) cost at least as much as counted here. A loop's
+        refund (its own negative transfer: l1_reuse_line, l2_reuse_line) is taken off the result, not off
+        the transfers: cost.combine gives it to the serial cost of its children's phases first, where it
+        counts in full, while a transfer that does not bind would count it at less."""
+        from morello_build.synth.cost import TRANSFER, ZERO, overlap
 
-        total = list(done or self.own or ZERO)
+        own = list(self.own or ZERO)
+        refund = min(0.0, own[TRANSFER])
+        own[TRANSFER] -= refund
+        total = [o + d for o, d in zip(own, done or ZERO)]
         weights = self.weights or (1.0,) * len(self.subspecs)
         for w, s in zip(weights, self.subspecs):
             total = [t + w * x for t, x in zip(total, bound(s))]
-        return overlap(total)
+        return overlap(total) + refund
 
 
 @dataclass(frozen=True)
