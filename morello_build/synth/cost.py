@@ -154,6 +154,15 @@ def describe_parts(p: tuple[float, ...], hidden: float) -> str:
     return f"{classes or 'nothing'}; cost = {binding} {max(core, memory):,.1f}{rest} + serial"
 
 
+def split_refund(own) -> tuple[list[float], float]:
+    """A node's own parts without its refund, and the refund: a loop's l1_reuse_line and l2_reuse_line, the
+    only negative parts, which net into its transfers (combine and Plan.lower_bound place them)."""
+    parts = list(own)
+    refund = min(0.0, parts[TRANSFER])
+    parts[TRANSFER] -= refund
+    return parts, refund
+
+
 def combine(own: tuple[float, ...], children, weights, phases=(), hidden=1.0) -> tuple[float, tuple[float, ...]]:
     """THE combination rule (see the module docstring): a node's parts are its own features' parts
     (``parts(features, costs)``, computed once per plan) plus each child's parts times how often it runs
@@ -161,9 +170,7 @@ def combine(own: tuple[float, ...], children, weights, phases=(), hidden=1.0) ->
     its own: its cost is serial. A loop's refunds (l1_reuse_line, l2_reuse_line: its only negative parts)
     go to the lines where they were counted: those of phases first (their serial cost), then the transfers.
     The node's cost is ``overlap`` of its parts (``hidden``: CostTable.hidden). Returns (cost, parts)."""
-    total = list(own)
-    refund = min(0.0, total[TRANSFER])
-    total[TRANSFER] -= refund
+    total, refund = split_refund(own)
     for i, (w, c) in enumerate(zip(weights, children)):
         p = c.parts
         if i in phases:

@@ -27,11 +27,9 @@ class Plan:
         refund (its own negative transfer: l1_reuse_line, l2_reuse_line) is taken off the result, not off
         the transfers: cost.combine gives it to the serial cost of its children's phases first, where it
         counts in full, while a transfer that does not bind would count it at less."""
-        from morello_build.synth.cost import TRANSFER, ZERO, overlap
+        from morello_build.synth.cost import ZERO, overlap, split_refund
 
-        own = list(self.own or ZERO)
-        refund = min(0.0, own[TRANSFER])
-        own[TRANSFER] -= refund
+        own, refund = split_refund(self.own or ZERO)
         total = [o + d for o, d in zip(own, done or ZERO)]
         weights = self.weights or (1.0,) * len(self.subspecs)
         for w, s in zip(weights, self.subspecs):
