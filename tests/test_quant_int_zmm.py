@@ -1,5 +1,6 @@
 """The aquant kernels on zmm: dot_int4_vnni512 (target/kernels/quant_int4_zmm.py: 4-bit weights, four blocks a
-step) and dot_int_vnni512 (quant_int_zmm.py: 8-bit weights, two blocks a step).
+step), dot_int_vnni512 (quant_int_zmm.py: 8-bit weights, two blocks a step) and dot_int_cols16
+(quant_int_cols.py: 16 columns transposed to lanes; N a multiple of 16, M 2..6).
 
 Generated kernels with each forced (its rivals out of the catalog) against the exact semantics on avx512_bf16,
 at awkward sizes: N = 1 and primes, block counts that leave blocks for the masked last step (and K of one
@@ -51,7 +52,25 @@ SPECS8 = [
     "matmul 1x480x13 b=i8:col group=96 scales=f16 zero aquant=i8",  # groups straddling steps
     "matmul 2x576x5 b=i8:col group=channel scales=bf16 aquant=i8",
 ]
-KERNELS = {"dot_int4_vnni512": SPECS4, "dot_int_vnni512": SPECS8}
+SPECS_COLS = [  # dot_int_cols16: M 2..6, N a multiple of 16; no zero points
+    "matmul 2x32x16 b=q8_0 aquant=i8",  # one block: the single-block step alone
+    "matmul 5x160x32 b=q8_0 aquant=i8",  # 5 blocks: two steps and one block; two groups
+    "matmul 4x2112x16 b=q8_0 aquant=i8",  # 66 blocks: the loop, prefetches
+    "matmul 3x96x48 b=q4_0 aquant=i8",
+    "matmul 6x64x16 b=q4_0 aquant=i8",
+    "matmul 4x2144x32 b=q4_0 aquant=i8",  # 67 blocks
+    "matmul 2x224x16 b=i8:col group=32 scales=f32 aquant=i8",  # 7 blocks
+    "matmul 3x352x32 b=i8:col group=32 scales=f16 aquant=i8",  # 11 blocks
+    "matmul 4x384x16 b=i8:col group=128 scales=f16 aquant=i8",
+    "matmul 5x320x16 b=i8:col group=64 scales=bf16 aquant=i8",  # a group per step
+    "matmul 2x480x16 b=i8:col group=96 scales=f16 aquant=i8",  # groups straddling steps
+    "matmul 3x288x16 b=i8:col group=96 scales=bf16 aquant=i8",  # the last block alone, its group's third
+    "matmul 4x96x32 b=i8:col group=channel scales=f16 aquant=i8",
+    "matmul 2x576x16 b=i8:col group=channel scales=bf16 aquant=i8",
+    "matmul 6x64x16 b=i8:col group=channel scales=f32 aquant=i8",
+    "matmul 2x32x16 b=i8:col group=32 scales=f16 aquant=i8",
+]
+KERNELS = {"dot_int4_vnni512": SPECS4, "dot_int_vnni512": SPECS8, "dot_int_cols16": SPECS_COLS}
 RIVALS = ("dot_int", "dot_int_vnni", "dot_int4", "dot_int4_vnni", "dot_int_scalar")
 
 
@@ -91,10 +110,11 @@ def test_only_where_the_cpus_have_avx512_vnni(name):
 
 
 PICKS = [
-    ("b=q4_0", "dot_int4_vnni512"),
+    ("b=q4_0", "dot_int_cols16"),
     ("b=i4:col group=32 scales=f16", "dot_int4_vnni512"),
     ("b=i4:col group=32 scales=f16 zero", "dot_int4_vnni512"),
-    ("b=q8_0", "dot_int_vnni512"),
+    ("b=q8_0", "dot_int_cols16"),
+    ("b=i8:col group=32 scales=f16", "dot_int_cols16"),
     ("b=i8:col group=32 scales=f16 zero", "dot_int_vnni512"),
 ]
 
@@ -104,7 +124,9 @@ PICKS = [
 def test_search_picks_them_at_m4(b, name, profile):
     """M = 4 is compute-bound: per step the zmm kernels' vpdpbusd, convert, multiply and FMA per output do
     twice the values of the ymm ones' (4x2048x16384, warm, 1 thread, Intel Xeon, scripts/kernel_ab.py: q4_0
-    2754 us vs dot_int4_vnni 2968, i4 g32 2371 vs 2820; q8_0 4030 vs dot_int_vnni 4403)."""
+    2754 us vs dot_int4_vnni 2968, i4 g32 2371 vs 2820; q8_0 4030 vs dot_int_vnni 4403), and dot_int_cols16
+    spends one convert, multiply and FMA on 16 outputs (the same shape from DRAM, Zen 4: i8 g32 2320 us vs
+    dot_int_vnni512 3201, q8_0 2414 vs 3401, q4_0 2112 vs dot_int4_vnni512 2848); it has no zero points or i4."""
     target = get_target("avx512_bf16", threads=1, profile=profile)
     u = parse_spec(f"matmul 4x2048x16384 {b} aquant=i8")
     impl, _ = synthesize(u.to_spec(target.limits()), target)

@@ -1,0 +1,380 @@
+"""``dot_int_cols16``: ``aquant=i8`` products of a few rows of A with B's columns sixteen at a time, one
+column per lane of a zmm, for small batches (M = 2..6) of ``i8`` (no zero points), ``q8_0`` and ``q4_0``.
+
+The dot kernels (quant_int.py, quant_int_zmm.py) give each output (row, column) its own vector: per 64 values
+one ``vpdpbusd``, then a convert, the scales' multiply and an FMA, and the register copy of the row's offsets
+that ``vpdpbusd`` overwrites; at M = 4 those run on the pipes ``vpdpbusd`` needs and the kernel is
+compute-bound at ~0.6 of a read sweep (Zen 4). Here each 16-column group's step of two blocks loads the
+sixteen columns' 64 bytes (weights as unsigned bytes: i8 and q8_0 + 128 by an xor, q4_0's nibbles as they
+are), transposes them as a 16x16 matrix of dwords (64 unpacks and 128-bit shuffles, shared by all rows), so
+that vector t holds every column's dword t; per row and block eight ``vpdpbusd`` of those by A's dwords
+broadcast, starting from the row's offset (-128 or -8 times the block's sum qa, computed once per call),
+then ONE convert, multiply and FMA for all sixteen columns. Per 64 values and output that is 1 + 3/16
+instructions on the multiply pipes instead of 4.5.
+
+- Scales: per block a gather of the sixteen columns' scales (a 16-bit one as the dword holding it, converted
+  by F16C or a shift); per-channel scales once per group.
+- C in memory (L1 or main memory), each row's columns dense: the kernel adds its sums to it per group (it
+  accumulates: the search zeroes C first), so one call may cover many groups and its offsets are computed
+  once for all of them.
+- B's next group is prefetched into L2 over a group's steps (quant_int_prefetch.step_slots), so the group
+  loop reads B as one stream.
+
+Measured (Zen 4, 1 thread, 4x2048x256 i8 g32 f16 aquant, warm, a hand-written prototype of this loop against
+dot_int_vnni512's program): 146-165 against ~280 cycles per 16 columns and step.
+"""
+
+from __future__ import annotations
+
+from morello_build.ir.aquant import BLOCK, Q8A
+from morello_build.ir.spec import Level
+from morello_build.synth.cost import Features, lines_read
+from morello_build.target.kernels.common import F32, KernelDef, columns_unit_stride
+from morello_build.target.kernels.quant_int_prefetch import prefetch_plan, step_slots
+
+LANES = 16  # columns per group: one per int32 lane of a zmm
+MAX_ROWS = 6  # 16 transposed vectors, an accumulator and a sum per row, the scales and a constant: 31 zmm
+UNIT = Q8A.unit_size  # bytes of one A block (36: f32 sa, 32 qa)
+FORMATS = ("i8", "q8_0", "q4_0")
+_OFFSET = {"i8": 128, "q8_0": 128, "q4_0": 8}  # weight = unsigned byte - offset
+
+
+def _applies(op, target) -> bool:
+    if op.kind != "matmul":
+        return False
+    b, m, k, n = op.iter_shape
+    fmt = op.b.dtype
+    return (
+        target.lanes == LANES
+        and b == 1
+        and 2 <= m <= MAX_ROWS
+        and n % LANES == 0
+        and op.accum
+        and op.a.dtype == Q8A
+        and op.a.level.is_memory
+        and op.a.tile((1, 1, k)).unit_stride(2)
+        and getattr(fmt, "name", None) in FORMATS
+        and not fmt.zero
+        and fmt.group % BLOCK == 0
+        and k % fmt.group == 0
+        and op.b.level.is_memory
+        and columns_unit_stride(op.b)
+        and op.c.level.is_memory
+        and op.c.dtype == F32
+        and op.c.tile((1, 1, n)).unit_stride(2)
+        and _vector_regs(op, target) <= target.vector_regs
+    )
+
+
+def _vector_regs(op, target) -> int:
+    m = op.iter_shape[1]
+    return LANES + 2 * m + 3
+
+
+def _cost(op, target) -> Features:
+    """Per group and step of two blocks: the columns' loads and transposes (below), the scales (a gather of
+    16 as 16 loads and a shuffle per block, the conversion); per row and block 8 ``vpdpbusd`` with A's
+    dwords broadcast (loads), the offset and sa broadcast, convert, multiply and FMA; per group and row C's
+    load, add and store; the prefetches; per call the offsets (a scalar op per 8 of A's values)."""
+    fmt, (_, m, k, n) = op.b.dtype, op.iter_shape
+    blocks, groups = k // BLOCK, n // LANES
+    steps = blocks // 2 + blocks % 2
+    q8, q4 = fmt.name == "q8_0", fmt.name == "q4_0"
+    per_channel = not fmt.block and fmt.group == k
+    gathers = 0 if per_channel else blocks
+    full, per = prefetch_plan(fmt, k, LANES)
+    # per step: the columns' loads, ALU ops (xor; q4_0: and, shift, and per pair of columns) and shuffles
+    # (q8_0: 16 inserts; q4_0: 3 inserts per pair of columns and 3 x 8 for its two 8x8 transposes)
+    loads, alu, shuffles = (32, 24, 48) if q4 else (16 * (1 + q8), 16, 64 + 16 * q8)
+    feats = Features.of(
+        vec_load=groups * (steps * loads + gathers * LANES + blocks * m * 10 + full * per + 2 * m),
+        vec_store=groups * m,
+        vec_op=groups * (steps * alu + blocks * (m + 2) + m),
+        vec_shuffle=groups * (steps * shuffles + gathers),
+        vec_imul=groups * blocks * m * 9,
+        vec_fma=groups * blocks * m,
+        scalar_op=m * k // 8,
+        loop_iter=groups * steps,
+    )
+    scale_lines = -(-int(n * k * fmt.scale_bytes) // 64) if op.b.level == Level.GL else 0
+    return feats + lines_read(op.a) + lines_read(op.b) + Features.of(gl_line=scale_lines) + lines_read(op.c)
+
+
+# -- emitter -----------------------------------------------------------------------------------------------
+def _emit(lw, node, binds) -> None:
+    a, b, c = binds
+    fmt, (_, m, k, n) = b.dtype, node.spec.op.iter_shape
+    if k > 1 and any(lw.step(a, (0, r, 0), (0, r, 1)) != 1 for r in range(m)):
+        raise lw.error("dot_int_cols16: a row of A is not contiguous along K")
+    colstep = lw.step(b, (0, 0, 0), (0, 0, 1))
+    if colstep is None or colstep % fmt.group or colstep % fmt.unit:
+        raise lw.error("dot_int_cols16: B's columns are not a constant whole number of groups apart")
+    if any(lw.step(c, (0, r, 0), (0, r, 1)) != 1 for r in range(m)):
+        raise lw.error("dot_int_cols16: a row of C is not contiguous")
+    blocks = k // BLOCK
+    col_bytes = colstep // fmt.unit * fmt.unit_size  # B's ctype is a byte
+    scale_size = {"f32": 4, "f16": 2, "bf16": 2}.get(fmt.scales, 0)
+    scale_step = colstep // fmt.group * scale_size  # bytes between two columns' scales
+    lw.open("{")
+    lw.emit(f"// dot_int_cols16: {m} row(s) of A quantized to int8 · {n} column(s) of {fmt}, {LANES} a group, K = {k}")
+    aps = [lw.fresh("ap") for _ in range(m)]
+    for r, ap in enumerate(aps):
+        lw.emit(f"const uint8_t* {ap} = {lw.unit_ptr(a, (0, r, 0))};")
+    cps = [lw.fresh("cp") for _ in range(m)]
+    for r, cp in enumerate(cps):
+        lw.emit(f"float* {cp} = {lw.ptr(c, (0, r, 0))};")
+    bq, sq, corr = lw.fresh("bq"), lw.fresh("sq"), lw.fresh("offs")
+    lw.emit(f"const uint8_t* {bq} = reinterpret_cast<const uint8_t*>({lw.unit_ptr(b, (0, 0, 0))});")
+    if fmt.scales:
+        first = f"{b.root}_scales + {lw.group_index(b, (0, 0, 0))}"
+        lw.emit(f"const uint8_t* {sq} = reinterpret_cast<const uint8_t*>({first});")
+    channel = fmt.scales is not None and fmt.group == k  # one scale per column
+    lw.emit("auto load_i32 = [](const uint8_t* p) { int32_t w; std::memcpy(&w, p, 4); return w; };")
+    if channel and fmt.scales != "f32":
+        lw.emit("auto load_u16 = [](const uint8_t* p) { uint16_t w; std::memcpy(&w, p, 2); return w; };")
+    _offsets(lw, aps, blocks, _OFFSET[fmt.name], corr)
+    if fmt.name == "q4_0":
+        lw.emit("const __m512i nib = _mm512_set1_epi8(0x0F);")
+    else:
+        lw.emit("const __m512i flip = _mm512_set1_epi8(char(0x80));")
+    if fmt.block:
+        lw.emit(f"const __m512i bix = _mm512_setr_epi32({', '.join(str(j * col_bytes) for j in range(LANES))});")
+    elif not channel or fmt.scales == "f32":
+        lw.emit(f"const __m512i six = _mm512_setr_epi32({', '.join(str(j * scale_step) for j in range(LANES))});")
+    g, blk = lw.fresh("g"), lw.fresh("blk")
+    lw.open(f"for (ix {g} = 0; {g} < {n // LANES}; ++{g}) {{")
+    bg, sg = lw.fresh("bg"), lw.fresh("sg")
+    lw.emit(f"const uint8_t* {bg} = {bq} + {g} * {LANES * col_bytes};")
+    if fmt.scales:
+        lw.emit(f"const uint8_t* {sg} = {sq} + {g} * {LANES * scale_step};")
+    accs = [lw.fresh("acc") for _ in range(m)]
+    lw.emit("__m512 " + ", ".join(f"{x} = _mm512_setzero_ps()" for x in accs) + ";")
+    ctx = _Ctx(fmt, k, aps, accs, corr, blocks, bg, sg, col_bytes, scale_step)
+    if channel:
+        ctx.channel = lw.fresh("sbc")
+        lw.emit(f"const __m512 {ctx.channel} = {_channel_scales(fmt, sg, scale_step)};")
+    last = (f"{bg} + {(LANES - 1) * col_bytes}",) + ((f"{sg} + {(LANES - 1) * scale_step}",) if fmt.scales else ())
+    if blocks >= 2:
+        lw.open(f"for (ix {blk} = 0; {blk} + 1 < {blocks}; {blk} += 2) {{")
+        slots = step_slots(lw, fmt, last, k, LANES, f"{blk} / 2", blocks // 2, 8)
+        _step(lw, ctx, blk, 2, slots)
+        lw.close()
+    if blocks % 2:
+        lw.open("{")
+        _step(lw, ctx, str(blocks - 1), 1, [[] for _ in range(8)])
+        lw.close()
+    for cp, acc in zip(cps, accs):
+        at = f"{cp} + {g} * {LANES}"
+        lw.emit(f"_mm512_storeu_ps({at}, _mm512_add_ps(_mm512_loadu_ps({at}), {acc}));")
+    lw.close()
+    lw.close()
+
+
+class _Ctx:
+    """What a step's statements refer to (names of the prologue's variables)."""
+
+    def __init__(self, fmt, k, aps, accs, corr, blocks, bg, sg, col_bytes, scale_step):
+        self.fmt, self.k, self.aps, self.accs, self.corr, self.blocks = fmt, k, aps, accs, corr, blocks
+        self.bg, self.sg, self.col_bytes, self.scale_step = bg, sg, col_bytes, scale_step
+        self.channel = None  # per-channel scales: the group's vector
+        self.pair = None  # group-32 16-bit scales: the step's dword of both blocks' scales
+
+
+def _offsets(lw, aps, blocks: int, offset: int, corr: str) -> None:
+    """Per row and block -offset * sum qa, where the block's sums of qa * (weight + offset) start."""
+    lw.emit(f"alignas(64) int32_t {corr}[{len(aps) * blocks}];")
+    i, q, s, e = (lw.fresh(x) for x in ("i", "q", "s", "e"))
+    for r, ap in enumerate(aps):
+        lw.open(f"for (ix {i} = 0; {i} < {blocks}; ++{i}) {{")
+        lw.emit(f"const int8_t* {q} = reinterpret_cast<const int8_t*>({ap} + {i} * {UNIT} + 4);")
+        lw.emit(f"int32_t {s} = 0;")
+        lw.emit(f"for (int {e} = 0; {e} < 32; ++{e}) {s} += {q}[{e}];")
+        lw.emit(f"{corr}[{r * blocks} + {i}] = -{offset} * {s};")
+        lw.close()
+
+
+def _bytes8(lw, ctx, j: int, blk: str, count: int) -> str:
+    """8-bit weights: column j's 64 bytes of blocks blk and blk + 1 (count 1: blk's, the rest zero), + 128."""
+    fmt, base = ctx.fmt, f"{ctx.bg} + {j * ctx.col_bytes}"
+    if fmt.name == "i8":
+        at = f"{base} + {blk} * {BLOCK}"
+        raw = f"_mm512_loadu_si512({at})" if count == 2 else f"_mm512_maskz_loadu_epi32(0xFF, {at})"
+        return f"_mm512_xor_si512({raw}, flip)"
+    lo = f"_mm512_maskz_loadu_epi32(0xFF, {base} + {blk} * {fmt.unit_size} + 2)"  # after ggml's fp16 d
+    if count == 1:
+        return f"_mm512_xor_si512({lo}, flip)"
+    hi = f"_mm256_loadu_si256(reinterpret_cast<const __m256i*>({base} + ({blk} + 1) * {fmt.unit_size} + 2))"
+    return f"_mm512_xor_si512(_mm512_maskz_inserti64x4(0xFF, {lo}, {hi}, 1), flip)"
+
+
+def _packed4(lw, ctx, j: int, blk: str, count: int) -> str:
+    """q4_0: columns j and j + 8's 16 bytes of nibbles of blocks blk and blk + 1 (count 1: blk's, the rest
+    zero), in the 256-bit halves: dwords 0..3 blk's, 4..7 blk + 1's."""
+    fmt, halves = ctx.fmt, []
+    for col in (j, j + 8):
+        at = [f"{ctx.bg} + {col * ctx.col_bytes} + ({blk} + {h}) * {fmt.unit_size} + 2" for h in range(count)]
+        lo = f"_mm_loadu_si128(reinterpret_cast<const __m128i*>({at[0]}))"
+        hi = f"_mm_loadu_si128(reinterpret_cast<const __m128i*>({at[1]}))" if count == 2 else "_mm_setzero_si128()"
+        halves.append(f"_mm256_inserti128_si256(_mm256_castsi128_si256({lo}), {hi}, 1)")
+    return f"_mm512_maskz_inserti64x4(0xFF, _mm512_castsi256_si512({halves[0]}), {halves[1]}, 1)"
+
+
+def _dwords(fmt, h: int) -> list[tuple[int, int]]:
+    """(transposed vector, dword of A's block) pairs of block h (0, 1) of a step: i8 and q8_0 hold block h's
+    values in dwords 8h..8h+7; q4_0's vector 4h + i its values 4i..4i+3 (low nibbles, kept at 4h + i) and
+    16 + 4i.. (high nibbles, at 8 + 4h + i)."""
+    if fmt.name == "q4_0":
+        return [(4 * h + i, i) for i in range(4)] + [(8 + 4 * h + i, 4 + i) for i in range(4)]
+    return [(8 * h + i, i) for i in range(8)]
+
+
+def _step(lw, ctx, blk: str, count: int, slots) -> None:
+    """Blocks blk and blk + 1 (count 2; 1: blk alone) of the group's sixteen columns."""
+    unused = "" if count == 2 else "[[maybe_unused]] "
+    if ctx.fmt.name == "q4_0":
+        ts = _nibbles(lw, _transpose8(lw, [_packed4(lw, ctx, j, blk, count) for j in range(LANES // 2)]), unused)
+    else:
+        ts = _transpose16(lw, [_bytes8(lw, ctx, j, blk, count) for j in range(LANES)], unused)
+    for h in range(count):
+        sb = ctx.channel or _block_scales(lw, ctx, blk, h, count)
+        sums = [lw.fresh("s") for _ in ctx.aps]
+        for r, s in enumerate(sums):
+            lw.emit(f"__m512i {s} = _mm512_set1_epi32({ctx.corr}[{r * ctx.blocks} + {blk} + {h}]);")
+        for i, (t, d) in enumerate(_dwords(ctx.fmt, h)):
+            for s, ap in zip(sums, ctx.aps):
+                word = f"{ap} + ({blk} + {h}) * {UNIT} + {4 + 4 * d}"
+                lw.emit(f"{s} = _mm512_dpbusd_epi32({s}, {ts[t]}, _mm512_set1_epi32(load_i32({word})));")
+            if h == 0:
+                for stmt in slots[i]:
+                    lw.emit(stmt)
+        for s, ap, acc in zip(sums, ctx.aps, ctx.accs):
+            sa = f"_mm512_set1_ps({lw.rt}::a8_scale({ap} + ({blk} + {h}) * {UNIT}))"
+            sums = f"_mm512_maskz_cvtepi32_ps(0xFFFF, {s})"
+            lw.emit(f"{acc} = _mm512_fmadd_ps({sums}, _mm512_mul_ps({sb}, {sa}), {acc});")
+
+
+def _pairs(lw, names: list[str], op: str, mask: str, x: str, y: str, prefix: str = "") -> None:
+    """names[0], names[1] = op's lo and hi forms (op holding {} for lo / hi) of x and y (masked: GCC 12 warns of
+    the plain forms' undefined lanes)."""
+    for name, half in zip(names, ("lo", "hi")):
+        lw.emit(f"{prefix}const __m512i {name} = _mm512_maskz_{op.format(half)}({mask}, {x}, {y});")
+
+
+def _transpose16(lw, rows: list[str], unused: str) -> list[str]:
+    """The 16x16 dword transpose of rows (expressions): new names, result t holding dword t of every row."""
+    xs = [lw.fresh("x") for _ in rows]
+    for x, row in zip(xs, rows):
+        lw.emit(f"const __m512i {x} = {row};")
+    t, u, v, w = ([lw.fresh(c) for _ in range(LANES)] for c in "tuvw")
+    for i in range(0, LANES, 2):
+        _pairs(lw, t[i : i + 2], "unpack{}_epi32", "0xFFFF", xs[i], xs[i + 1])
+    for i in range(0, LANES, 4):
+        _pairs(lw, [u[i], u[i + 1]], "unpack{}_epi64", "0xFF", t[i], t[i + 2])
+        _pairs(lw, [u[i + 2], u[i + 3]], "unpack{}_epi64", "0xFF", t[i + 1], t[i + 3])
+    for i in range(4):  # 128-bit chunks: evens, odds of two rows' chunk pairs
+        for lo, hi in ((i, i + 4), (i + 8, i + 12)):
+            _shuffles(lw, (v[lo], v[hi]), u[lo], u[hi])
+        for lo, hi in ((i, i + 8), (i + 4, i + 12)):
+            _shuffles(lw, (w[lo], w[hi]), v[lo], v[hi], unused)
+    return w
+
+
+def _shuffles(lw, names, x: str, y: str, prefix: str = "") -> None:
+    """names = the even and the odd 128-bit chunks of x then y (shuffle_i32x4 0x88, 0xDD)."""
+    for name, imm in zip(names, ("0x88", "0xDD")):
+        lw.emit(f"{prefix}const __m512i {name} = _mm512_maskz_shuffle_i32x4(0xFFFF, {x}, {y}, {imm});")
+
+
+def _transpose8(lw, rows: list[str]) -> list[str]:
+    """The 8x8 dword transposes of rows' 256-bit halves (8 expressions): result t holding dword t of every
+    row's halves, lane l the l-th half's (rows 0..7 low halves, then their high halves)."""
+    xs = [lw.fresh("x") for _ in rows]
+    for x, row in zip(xs, rows):
+        lw.emit(f"const __m512i {x} = {row};")
+    t, u, v = ([lw.fresh(c) for _ in range(8)] for c in "tuv")
+    for i in range(0, 8, 2):
+        _pairs(lw, t[i : i + 2], "unpack{}_epi32", "0xFFFF", xs[i], xs[i + 1])
+    for i in (0, 4):
+        _pairs(lw, [u[i], u[i + 1]], "unpack{}_epi64", "0xFF", t[i], t[i + 2])
+        _pairs(lw, [u[i + 2], u[i + 3]], "unpack{}_epi64", "0xFF", t[i + 1], t[i + 3])
+    for i in range(4):  # qwords: chunk 0 of u[i], of u[i + 4], chunk 2 of both (v[i]); chunks 1 and 3 (v[i + 4])
+        for name, idx in ((v[i], "0, 1, 8, 9, 4, 5, 12, 13"), (v[i + 4], "2, 3, 10, 11, 6, 7, 14, 15")):
+            pick = f"_mm512_maskz_permutex2var_epi64(0xFF, {u[i]}, _mm512_setr_epi64({idx}), {u[i + 4]})"
+            lw.emit(f"const __m512i {name} = {pick};")
+    return v
+
+
+def _nibbles(lw, packed: list[str], unused: str) -> list[str]:
+    """The 16 vectors of unsigned bytes of 8 vectors of nibbles: 0..7 the low nibbles, 8..15 the high."""
+    lo, hi = [lw.fresh("n") for _ in packed], [lw.fresh("n") for _ in packed]
+    for p, a, b in zip(packed, lo, hi):
+        lw.emit(f"{unused}const __m512i {a} = _mm512_and_si512({p}, nib);")
+        lw.emit(f"{unused}const __m512i {b} = _mm512_and_si512(_mm512_maskz_srli_epi16(0xFFFFFFFF, {p}, 4), nib);")
+    return lo + hi
+
+
+def _block_scales(lw, ctx, blk: str, h: int, count: int) -> str:
+    """A variable holding block blk + h's scale of each of the group's columns (a lane each)."""
+    fmt, sb = ctx.fmt, lw.fresh("sb")
+    if fmt.block:  # ggml: the block's fp16 d, the low half of the dword it starts
+        at = f"{ctx.bg} + ({blk} + {h}) * {fmt.unit_size}"
+        lw.emit(f"const __m512 {sb} = {_f16(_gather('bix', at))};")
+        return sb
+    per = fmt.group // BLOCK
+    e = f"({blk} + {h}) / {per}" if per > 1 else f"({blk} + {h})"
+    if fmt.scales == "f32":
+        lw.emit(f"const __m512 {sb} = {_gather('six', f'{ctx.sg} + {e} * 4', ps=True)};")
+    elif per == 1 and count == 2:  # blocks blk, blk + 1: one dword, both halves
+        if h == 0:
+            ctx.pair = lw.fresh("sp")
+            lw.emit(f"const __m512i {ctx.pair} = {_gather('six', f'{ctx.sg} + {blk} * 2')};")
+        lw.emit(f"const __m512 {sb} = {_half(fmt, ctx.pair, h)};")
+    else:  # the dword ending with it (or, for the first group, starting with it): within the column's scales
+        d = lw.fresh("sd")
+        lw.emit(f"const ix {d}e = {e};")
+        lw.emit(f"const __m512i {d} = {_gather('six', f'{ctx.sg} + ({d}e ? {d}e - 1 : 0) * 2')};")
+        lw.emit(f"const __m512 {sb} = {d}e ? {_half(fmt, d, 1)} : {_half(fmt, d, 0)};")
+    return sb
+
+
+def _gather(index: str, base: str, ps: bool = False) -> str:
+    """The 16 dwords (ps: floats) at byte offsets index from base (masked: GCC 12 warns of the plain form)."""
+    if ps:
+        return f"_mm512_mask_i32gather_ps(_mm512_setzero_ps(), 0xFFFF, {index}, {base}, 1)"
+    return f"_mm512_mask_i32gather_epi32(_mm512_setzero_si512(), 0xFFFF, {index}, {base}, 1)"
+
+
+def _f16(dwords: str) -> str:
+    """The f32 values of the fp16 halves in the low 16 bits of each dword (F16C)."""
+    return f"_mm512_maskz_cvtph_ps(0xFFFF, _mm512_maskz_cvtepi32_epi16(0xFFFF, {dwords}))"
+
+
+def _half(fmt, v: str, high: int) -> str:
+    """The f32 values of the low (0) or high (1) 16 bits of each dword of v (f16 or bf16 scales)."""
+    if fmt.scales == "f16":
+        return _f16(f"_mm512_maskz_srli_epi32(0xFFFF, {v}, 16)" if high else v)
+    if high:
+        return f"_mm512_castsi512_ps(_mm512_and_si512({v}, _mm512_set1_epi32(int(0xFFFF0000u))))"
+    return f"_mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xFFFF, {v}, 16))"
+
+
+def _channel_scales(fmt, sg: str, scale_step: int) -> str:
+    """Per-channel scales (one per column): the sixteen columns' one scale."""
+    if fmt.scales == "f32":
+        return _gather("six", sg, ps=True)
+    # one 16-bit scale per column: a dword from the last one would pass the array's end; a load each
+    words = ", ".join(f"int(load_u16({sg} + {j * scale_step}))" for j in range(LANES))
+    return _half(fmt, f"_mm512_setr_epi32({words})", 0)
+
+
+DOT_INT_COLS16 = KernelDef(
+    name="dot_int_cols16",
+    kind="matmul",
+    vector=True,
+    applies=_applies,
+    cost=_cost,
+    emit=_emit,
+    doc="aquant=i8 rows x groups of 16 i8 / q8_0 / q4_0 columns transposed to lanes: a convert, FMA per 16 outputs",
+    features=frozenset({"avx512f", "avx512bw", "avx512vnni", "f16c"}),
+    vector_regs=_vector_regs,
+)
