@@ -1,27 +1,35 @@
 """``dot_int_cols16``: ``aquant=i8`` products of a few rows of A with B's columns sixteen at a time, one
-column per lane of a zmm, for small batches (M = 2..6) of ``i8`` (no zero points), ``q8_0`` and ``q4_0``.
+column per lane of a zmm, for small batches (M = 2..6) of ``i8`` and ``i4`` (no zero points), ``q8_0`` and
+``q4_0``.
 
-The dot kernels (quant_int.py, quant_int_zmm.py) give each output (row, column) its own vector: per 64 values
-one ``vpdpbusd``, then a convert, the scales' multiply and an FMA, and the register copy of the row's offsets
-that ``vpdpbusd`` overwrites; at M = 4 those run on the pipes ``vpdpbusd`` needs and the kernel is
-compute-bound at ~0.6 of a read sweep (Zen 4). Here each 16-column group's step of two blocks loads the
-sixteen columns' 64 bytes (weights as unsigned bytes: i8 and q8_0 + 128 by an xor, q4_0's nibbles as they
-are), transposes them as a 16x16 matrix of dwords (64 unpacks and 128-bit shuffles, shared by all rows), so
-that vector t holds every column's dword t; per row and block eight ``vpdpbusd`` of those by A's dwords
-broadcast, starting from the row's offset (-128 or -8 times the block's sum qa, computed once per call),
-then ONE convert, multiply and FMA for all sixteen columns. Per 64 values and output that is 1 + 3/16
-instructions on the multiply pipes instead of 4.5.
+The dot kernels (quant_int.py, quant_int_zmm.py, quant_int4_zmm.py) give each output (row, column) its own
+vector: per 64 values one ``vpdpbusd``, then a convert, the scales' multiply and an FMA, and the register copy
+of the row's offsets that ``vpdpbusd`` overwrites; at M = 4 those share the pipes ``vpdpbusd`` needs and the
+kernel is compute-bound at 0.3-0.6 of a read sweep (Zen 4). Here each 16-column group's step of two blocks
+puts every column's dword t of the step's weights (as unsigned bytes) in lane j of vector t, shared by all
+rows; per row and block eight ``vpdpbusd`` of those by A's dwords broadcast, starting from the row's offset
+(-128 or -8 times the block's sum qa, computed once per call), then ONE convert, multiply and FMA for all
+sixteen columns: per 64 values and output 1 + 3/16 instructions on the multiply pipes instead of 4 to 5.
 
+- 8-bit weights: each column's 64 bytes (i8 one load; q8_0 two, after each block's fp16 d) + 128 by an xor,
+  then a 16x16 dword transpose (unpacks and 128-bit shuffles, 64 instructions).
+- 4-bit weights: two columns' 32 bytes of nibbles in a zmm's halves, two 8x8 dword transposes (24), then the
+  low and the high nibbles (and, shift, and): q4_0's byte i holds values i and i + 16, so a dword of low
+  (high) nibbles meets A's dword of the same values; i4's holds 2i and 2i + 1, so the kernel reads a copy of
+  A with each block's evens first, then its odds (made once per call, on the stack: rows x K <= 64 KiB).
 - Scales: per block a gather of the sixteen columns' scales (a 16-bit one as the dword holding it, converted
   by F16C or a shift); per-channel scales once per group.
 - C in memory (L1 or main memory), each row's columns dense: the kernel adds its sums to it per group (it
-  accumulates: the search zeroes C first), so one call may cover many groups and its offsets are computed
-  once for all of them.
+  accumulates: the search zeroes C first), so one call covers many groups and its offsets are computed once.
 - B's next group is prefetched into L2 over a group's steps (quant_int_prefetch.step_slots), so the group
-  loop reads B as one stream.
+  loop reads B as one stream (without: 2x slower from DRAM; two groups ahead: no better).
 
-Measured (Zen 4, 1 thread, 4x2048x256 i8 g32 f16 aquant, warm, a hand-written prototype of this loop against
-dot_int_vnni512's program): 146-165 against ~280 cycles per 16 columns and step.
+Measured on Zen 4 (AMD EPYC, family 25 model 17), 1 thread, 4x2048x16384 from DRAM, scripts/kernel_ab.py:
+i8 g32 f16 2320 us vs dot_int_vnni512 3201, q8_0 2414 vs 3401, q4_0 1658 vs dot_int4_vnni512 2594, i4 g32
+1657 vs 2667; M = 2 q8_0 2163 vs 2318, q4_0 1364 vs 1571; M = 8 (two row halves per 512 columns) q8_0 5161
+vs 6069. Still compute-bound there for 4-bit weights (the transposes and per-block gathers run beside the
+``vpdpbusd``: ~140 cycles a step warm against its 64); an embedded {1to16} broadcast of A's dwords did not
+help (GCC's separate vpbroadcastd loads run as fast).
 """
 
 from __future__ import annotations
@@ -35,8 +43,9 @@ from morello_build.target.kernels.quant_int_prefetch import prefetch_plan, step_
 LANES = 16  # columns per group: one per int32 lane of a zmm
 MAX_ROWS = 6  # 16 transposed vectors, an accumulator and a sum per row, the scales and a constant: 31 zmm
 UNIT = Q8A.unit_size  # bytes of one A block (36: f32 sa, 32 qa)
-FORMATS = ("i8", "q8_0", "q4_0")
-_OFFSET = {"i8": 128, "q8_0": 128, "q4_0": 8}  # weight = unsigned byte - offset
+FORMATS = ("i8", "q8_0", "q4_0", "i4")
+_OFFSET = {"i8": 128, "q8_0": 128, "q4_0": 8, "i4": 8}  # weight = unsigned byte - offset
+MAX_EVENS_ODDS = 64 * 1024  # bytes of the stack copy of A that i4 reads (rows x K): 4 rows of K = 16384
 
 
 def _applies(op, target) -> bool:
@@ -55,6 +64,7 @@ def _applies(op, target) -> bool:
         and op.a.tile((1, 1, k)).unit_stride(2)
         and getattr(fmt, "name", None) in FORMATS
         and not fmt.zero
+        and (fmt.name != "i4" or m * k <= MAX_EVENS_ODDS)
         and fmt.group % BLOCK == 0
         and k % fmt.group == 0
         and op.b.level.is_memory
@@ -79,21 +89,21 @@ def _cost(op, target) -> Features:
     fmt, (_, m, k, n) = op.b.dtype, op.iter_shape
     blocks, groups = k // BLOCK, n // LANES
     steps = blocks // 2 + blocks % 2
-    q8, q4 = fmt.name == "q8_0", fmt.name == "q4_0"
+    q8, q4, i4 = fmt.name == "q8_0", fmt.name == "q4_0", fmt.name == "i4"
     per_channel = not fmt.block and fmt.group == k
     gathers = 0 if per_channel else blocks
     full, per = prefetch_plan(fmt, k, LANES)
-    # per step: the columns' loads, ALU ops (xor; q4_0: and, shift, and per pair of columns) and shuffles
-    # (q8_0: 16 inserts; q4_0: 3 inserts per pair of columns and 3 x 8 for its two 8x8 transposes)
-    loads, alu, shuffles = (32, 24, 48) if q4 else (16 * (1 + q8), 16, 64 + 16 * q8)
+    # per step: the columns' loads, ALU ops (xor; 4-bit: and, shift, and per pair of columns) and shuffles
+    # (q8_0: 16 inserts; 4-bit: the 3 x 8 of two 8x8 transposes and 3 inserts per pair of columns, i4 1)
+    loads, alu, shuffles = (32, 24, 48) if q4 else (16, 24, 32) if i4 else (16 * (1 + q8), 16, 64 + 16 * q8)
     feats = Features.of(
         vec_load=groups * (steps * loads + gathers * LANES + blocks * m * 10 + full * per + 2 * m),
-        vec_store=groups * m,
+        vec_store=groups * m + i4 * m * blocks,  # i4: A's evens and odds, a load, 2 shuffles, a store a block
         vec_op=groups * (steps * alu + blocks * (m + 2) + m),
-        vec_shuffle=groups * (steps * shuffles + gathers),
+        vec_shuffle=groups * (steps * shuffles + gathers) + 2 * i4 * m * blocks,
         vec_imul=groups * blocks * m * 9,
         vec_fma=groups * blocks * m,
-        scalar_op=m * k // 8,
+        scalar_op=m * k // 8,  # the offsets
         loop_iter=groups * steps,
     )
     scale_lines = -(-int(n * k * fmt.scale_bytes) // 64) if op.b.level == Level.GL else 0
@@ -133,7 +143,8 @@ def _emit(lw, node, binds) -> None:
     if channel and fmt.scales != "f32":
         lw.emit("auto load_u16 = [](const uint8_t* p) { uint16_t w; std::memcpy(&w, p, 2); return w; };")
     _offsets(lw, aps, blocks, _OFFSET[fmt.name], corr)
-    if fmt.name == "q4_0":
+    evens_odds = _evens_odds(lw, aps, blocks) if fmt.name == "i4" else None
+    if fmt.bits == 4:
         lw.emit("const __m512i nib = _mm512_set1_epi8(0x0F);")
     else:
         lw.emit("const __m512i flip = _mm512_set1_epi8(char(0x80));")
@@ -150,6 +161,7 @@ def _emit(lw, node, binds) -> None:
     accs = [lw.fresh("acc") for _ in range(m)]
     lw.emit("__m512 " + ", ".join(f"{x} = _mm512_setzero_ps()" for x in accs) + ";")
     ctx = _Ctx(fmt, k, aps, accs, corr, blocks, bg, sg, col_bytes, scale_step)
+    ctx.evens_odds = evens_odds
     if channel:
         ctx.channel = lw.fresh("sbc")
         lw.emit(f"const __m512 {ctx.channel} = {_channel_scales(fmt, sg, scale_step)};")
@@ -178,6 +190,7 @@ class _Ctx:
         self.bg, self.sg, self.col_bytes, self.scale_step = bg, sg, col_bytes, scale_step
         self.channel = None  # per-channel scales: the group's vector
         self.pair = None  # group-32 16-bit scales: the step's dword of both blocks' scales
+        self.evens_odds = None  # i4: the name of A's copy, each block's qa evens then odds
 
 
 def _offsets(lw, aps, blocks: int, offset: int, corr: str) -> None:
@@ -191,6 +204,23 @@ def _offsets(lw, aps, blocks: int, offset: int, corr: str) -> None:
         lw.emit(f"for (int {e} = 0; {e} < 32; ++{e}) {s} += {q}[{e}];")
         lw.emit(f"{corr}[{r * blocks} + {i}] = -{offset} * {s};")
         lw.close()
+
+
+def _evens_odds(lw, aps, blocks: int) -> str:
+    """i4 (value 2i in byte i's low nibble, 2i + 1 in its high one): a copy of A's qa with each block's evens
+    first, then its odds, so that a dword of low (high) nibbles meets the dword of A's values it multiplies."""
+    ev, i = lw.fresh("evens_odds"), lw.fresh("i")
+    idx = ", ".join(str(x) for x in [*range(0, 16, 2), *range(1, 16, 2)] * 2)
+    lw.emit(f"alignas(64) uint8_t {ev}[{len(aps) * blocks * BLOCK}];")
+    lw.emit(f"const __m256i eo = _mm256_setr_epi8({idx});")
+    for r, ap in enumerate(aps):
+        lw.open(f"for (ix {i} = 0; {i} < {blocks}; ++{i}) {{")
+        q = f"_mm256_loadu_si256(reinterpret_cast<const __m256i*>({ap} + {i} * {UNIT} + 4))"
+        # per 128-bit lane its evens then odds; the qwords in order evens, evens, odds, odds
+        both = f"_mm256_permute4x64_epi64(_mm256_shuffle_epi8({q}, eo), 0xD8)"
+        lw.emit(f"_mm256_storeu_si256(reinterpret_cast<__m256i*>({ev} + ({r * blocks} + {i}) * {BLOCK}), {both});")
+        lw.close()
+    return ev
 
 
 def _bytes8(lw, ctx, j: int, blk: str, count: int) -> str:
@@ -208,9 +238,17 @@ def _bytes8(lw, ctx, j: int, blk: str, count: int) -> str:
 
 
 def _packed4(lw, ctx, j: int, blk: str, count: int) -> str:
-    """q4_0: columns j and j + 8's 16 bytes of nibbles of blocks blk and blk + 1 (count 1: blk's, the rest
-    zero), in the 256-bit halves: dwords 0..3 blk's, 4..7 blk + 1's."""
+    """4-bit weights: columns j and j + 8's 16 bytes of nibbles of blocks blk and blk + 1 (count 1: blk's, the
+    rest zero), in the 256-bit halves: dwords 0..3 blk's, 4..7 blk + 1's."""
     fmt, halves = ctx.fmt, []
+    if fmt.name == "i4":  # a column's blocks are adjacent 16-byte runs
+        for col in (j, j + 8):
+            at = f"{ctx.bg} + {col * ctx.col_bytes} + {blk} * 16"
+            load = "_mm256_loadu_si256(reinterpret_cast<const __m256i*>({}))" if count == 2 else (
+                "_mm256_zextsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>({})))"
+            )
+            halves.append(load.format(at))
+        return f"_mm512_maskz_inserti64x4(0xFF, _mm512_castsi256_si512({halves[0]}), {halves[1]}, 1)"
     for col in (j, j + 8):
         at = [f"{ctx.bg} + {col * ctx.col_bytes} + ({blk} + {h}) * {fmt.unit_size} + 2" for h in range(count)]
         lo = f"_mm_loadu_si128(reinterpret_cast<const __m128i*>({at[0]}))"
@@ -222,8 +260,8 @@ def _packed4(lw, ctx, j: int, blk: str, count: int) -> str:
 def _dwords(fmt, h: int) -> list[tuple[int, int]]:
     """(transposed vector, dword of A's block) pairs of block h (0, 1) of a step: i8 and q8_0 hold block h's
     values in dwords 8h..8h+7; q4_0's vector 4h + i its values 4i..4i+3 (low nibbles, kept at 4h + i) and
-    16 + 4i.. (high nibbles, at 8 + 4h + i)."""
-    if fmt.name == "q4_0":
+    16 + 4i.. (high nibbles, at 8 + 4h + i); i4's the same of its copy of A (evens, then odds: _evens_odds)."""
+    if fmt.bits == 4:
         return [(4 * h + i, i) for i in range(4)] + [(8 + 4 * h + i, 4 + i) for i in range(4)]
     return [(8 * h + i, i) for i in range(8)]
 
@@ -231,7 +269,7 @@ def _dwords(fmt, h: int) -> list[tuple[int, int]]:
 def _step(lw, ctx, blk: str, count: int, slots) -> None:
     """Blocks blk and blk + 1 (count 2; 1: blk alone) of the group's sixteen columns."""
     unused = "" if count == 2 else "[[maybe_unused]] "
-    if ctx.fmt.name == "q4_0":
+    if ctx.fmt.bits == 4:
         ts = _nibbles(lw, _transpose8(lw, [_packed4(lw, ctx, j, blk, count) for j in range(LANES // 2)]), unused)
     else:
         ts = _transpose16(lw, [_bytes8(lw, ctx, j, blk, count) for j in range(LANES)], unused)
@@ -241,8 +279,10 @@ def _step(lw, ctx, blk: str, count: int, slots) -> None:
         for r, s in enumerate(sums):
             lw.emit(f"__m512i {s} = _mm512_set1_epi32({ctx.corr}[{r * ctx.blocks} + {blk} + {h}]);")
         for i, (t, d) in enumerate(_dwords(ctx.fmt, h)):
-            for s, ap in zip(sums, ctx.aps):
+            for r, (s, ap) in enumerate(zip(sums, ctx.aps)):
                 word = f"{ap} + ({blk} + {h}) * {UNIT} + {4 + 4 * d}"
+                if ctx.evens_odds:
+                    word = f"{ctx.evens_odds} + ({r * ctx.blocks} + {blk} + {h}) * {BLOCK} + {4 * d}"
                 lw.emit(f"{s} = _mm512_dpbusd_epi32({s}, {ts[t]}, _mm512_set1_epi32(load_i32({word})));")
             if h == 0:
                 for stmt in slots[i]:
@@ -374,7 +414,7 @@ DOT_INT_COLS16 = KernelDef(
     applies=_applies,
     cost=_cost,
     emit=_emit,
-    doc="aquant=i8 rows x groups of 16 i8 / q8_0 / q4_0 columns transposed to lanes: a convert, FMA per 16 outputs",
+    doc="aquant=i8 rows x groups of 16 i8 / i4 / q8_0 / q4_0 columns in lanes: a convert and FMA per 16 outputs",
     features=frozenset({"avx512f", "avx512bw", "avx512vnni", "f16c"}),
     vector_regs=_vector_regs,
 )
