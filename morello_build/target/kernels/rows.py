@@ -6,6 +6,11 @@ widening, for bf16 B) each chunk of B once per row. These load and widen each B 
 and FMA it into m accumulators, one per row of A (the ``_pair`` records' idea across rows of A instead of
 columns of B): per chunk n B loads (and widenings), m A loads, m·n FMAs; m·n horizontal sums at the end.
 B's columns streamed from main memory are prefetched as the single-row kernels prefetch them (dot.py).
+A vector (and an f32 B vector) that several FMAs use is pinned in a register (``keep``): GCC otherwise folds
+its load into each FMA as a memory operand, n (m) loads instead of one (4x2048x256 bf16, warm, one thread,
+Zen 4: 2 columns a kernel 75 -> 54 us, 3 columns 74 -> 44 us; 1 column 104). The search still picks one
+column a kernel for 4x2048x16384 from DRAM, where 3 columns ran as fast with the kernels' prefetches and
+1.4x faster without them (bench/README.md).
 """
 
 from __future__ import annotations
@@ -103,10 +108,11 @@ def _emit(lw, node, binds) -> None:
         bvs = []
         for bp in bps:  # each B chunk loaded (and widened) once for all m rows
             bvs.append(lw.fresh("bv"))
-            lw.emit(f"const {vt} {bvs[-1]} = {v}::{load}({bp} + {off}, {cnt});")
+            b_load = f"{v}::{load}({bp} + {off}, {cnt})"
+            lw.emit(f"const {vt} {bvs[-1]} = {f'{v}::keep({b_load})' if m > 1 and b.dtype == F32 else b_load};")
         for i, ap in enumerate(aps):
-            av = lw.fresh("av")
-            lw.emit(f"const {vt} {av} = {v}::load_f32({ap} + {off}, {cnt});")
+            av, a_load = lw.fresh("av"), f"{v}::load_f32({ap} + {off}, {cnt})"
+            lw.emit(f"const {vt} {av} = {f'{v}::keep({a_load})' if n > 1 else a_load};")  # once for n columns
             for j, bv in enumerate(bvs):
                 acc = accs[i][j][s]
                 lw.emit(f"{acc} = {v}::fma({av}, {bv}, {acc});")
