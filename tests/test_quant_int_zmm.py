@@ -57,20 +57,15 @@ SPECS_COLS = [  # dot_int_cols16: M 2..6, N a multiple of 16; no zero points
     "matmul 5x160x32 b=q8_0 aquant=i8",  # 5 blocks: two steps and one block; two groups
     "matmul 4x2112x16 b=q8_0 aquant=i8",  # 66 blocks: the loop, prefetches
     "matmul 3x96x48 b=q4_0 aquant=i8",
-    "matmul 6x64x16 b=q4_0 aquant=i8",
     "matmul 4x2144x32 b=q4_0 aquant=i8",  # 67 blocks
     "matmul 2x224x16 b=i8:col group=32 scales=f32 aquant=i8",  # 7 blocks
-    "matmul 3x352x32 b=i8:col group=32 scales=f16 aquant=i8",  # 11 blocks
     "matmul 4x384x16 b=i8:col group=128 scales=f16 aquant=i8",
     "matmul 5x320x16 b=i8:col group=64 scales=bf16 aquant=i8",  # a group per step
-    "matmul 2x480x16 b=i8:col group=96 scales=f16 aquant=i8",  # groups straddling steps
-    "matmul 3x288x16 b=i8:col group=96 scales=bf16 aquant=i8",  # the last block alone, its group's third
+    "matmul 3x288x16 b=i8:col group=96 scales=bf16 aquant=i8",  # groups straddling steps; the last block alone
     "matmul 4x96x32 b=i8:col group=channel scales=f16 aquant=i8",
-    "matmul 2x576x16 b=i8:col group=channel scales=bf16 aquant=i8",
     "matmul 6x64x16 b=i8:col group=channel scales=f32 aquant=i8",
     "matmul 2x32x16 b=i8:col group=32 scales=f16 aquant=i8",
     "matmul 2x32x16 b=i4:col group=32 scales=f16 aquant=i8",  # i4: A's copy in evens and odds
-    "matmul 3x352x32 b=i4:col group=32 scales=f16 aquant=i8",  # 11 blocks
     "matmul 4x2144x16 b=i4:col group=32 scales=bf16 aquant=i8",  # 67 blocks: the loop, prefetches
     "matmul 5x320x16 b=i4:col group=64 scales=f32 aquant=i8",
     "matmul 6x288x16 b=i4:col group=96 scales=f16 aquant=i8",
@@ -120,7 +115,6 @@ PICKS = [
     ("b=i4:col group=32 scales=f16", "dot_int_cols16"),
     ("b=i4:col group=32 scales=f16 zero", "dot_int4_vnni512"),
     ("b=q8_0", "dot_int_cols16"),
-    ("b=i8:col group=32 scales=f16", "dot_int_cols16"),
     ("b=i8:col group=32 scales=f16 zero", "dot_int_vnni512"),
 ]
 
