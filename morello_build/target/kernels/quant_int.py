@@ -106,9 +106,7 @@ def _pointers(lw, a, b, m: int, n: int):
     constants, all addressed from one base register per array (dot_int4_vnni, 8 columns of 1x2048x16384 i4
     g32, warm, Intel Xeon: 24 pointers (zero points) 1038 -> 978 us, 16: 917 -> 878; 4 q8_0 columns: 4-6% slower)."""
     fmt = b.dtype
-    aps = [lw.fresh("ap") for _ in range(m)]
-    for r, ap in enumerate(aps):
-        lw.emit(f"const uint8_t* {ap} = {lw.unit_ptr(a, (0, r, 0))};")
+    aps = row_pointers(lw, a, m)
     cols, crowded = [], n * (1 + len(fmt.extra_arrays())) > _POINTER_REGS
     for j in range(n):
         step = lw.step(b, (0, 0, 0), (0, 0, j)) if j and crowded else None
@@ -123,6 +121,14 @@ def _pointers(lw, a, b, m: int, n: int):
             lw.emit(f"const {ctype}* {extra[suffix]} = {at};")
         cols.append((bp, extra.get("scales"), extra.get("zeros")))
     return aps, cols
+
+
+def row_pointers(lw, a, m: int) -> list[str]:
+    """The C pointers (declared) of the first Q8A block of each of A's m rows."""
+    aps = [lw.fresh("ap") for _ in range(m)]
+    for r, ap in enumerate(aps):
+        lw.emit(f"const uint8_t* {ap} = {lw.unit_ptr(a, (0, r, 0))};")
+    return aps
 
 
 _COLUMN_ARRAYS = ("values", "scales", "zeros")  # a column's pointers, in _pointers' tuples

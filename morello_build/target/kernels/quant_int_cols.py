@@ -35,10 +35,12 @@ help (GCC's separate vpbroadcastd loads run as fast).
 from __future__ import annotations
 
 from morello_build.ir.aquant import BLOCK, Q8A
+from morello_build.ir.formats import SCALE_DTYPES
 from morello_build.ir.spec import Level
 from morello_build.synth.cost import Features, lines_read
-from morello_build.target.kernels.common import F32, KernelDef, columns_unit_stride
-from morello_build.target.kernels.quant_int_prefetch import prefetch_plan, step_slots
+from morello_build.target.kernels.common import F32, KernelDef, check_dot_operands, columns_unit_stride
+from morello_build.target.kernels.quant_int import row_pointers
+from morello_build.target.kernels.quant_int_prefetch import column_bytes, prefetch_plan, step_slots
 
 LANES = 16  # columns per group: one per int32 lane of a zmm
 MAX_ROWS = 6  # 16 transposed vectors, an accumulator and a sum per row, the scales and a constant: 31 zmm
@@ -76,6 +78,11 @@ def _applies(op, target) -> bool:
     )
 
 
+def _per_channel(fmt, k: int) -> bool:
+    """One separate scale per column (group = K): its vector is loaded once per group of columns."""
+    return fmt.scales is not None and fmt.group == k
+
+
 def _vector_regs(op, target) -> int:
     m = op.iter_shape[1]
     return LANES + 2 * m + 3
@@ -90,8 +97,7 @@ def _cost(op, target) -> Features:
     blocks, groups = k // BLOCK, n // LANES
     steps = blocks // 2 + blocks % 2
     q8, q4, i4 = fmt.name == "q8_0", fmt.name == "q4_0", fmt.name == "i4"
-    per_channel = not fmt.block and fmt.group == k
-    gathers = 0 if per_channel else blocks
+    gathers = 0 if _per_channel(fmt, k) else blocks
     full, per = prefetch_plan(fmt, k, LANES)
     # per step: the columns' loads, ALU ops (xor; 4-bit: and, shift, and per pair of columns) and shuffles
     # (q8_0: 16 inserts; 4-bit: the 3 x 8 of two 8x8 transposes and 3 inserts per pair of columns, i4 1)
@@ -114,22 +120,18 @@ def _cost(op, target) -> Features:
 def _emit(lw, node, binds) -> None:
     a, b, c = binds
     fmt, (_, m, k, n) = b.dtype, node.spec.op.iter_shape
-    if k > 1 and any(lw.step(a, (0, r, 0), (0, r, 1)) != 1 for r in range(m)):
-        raise lw.error("dot_int_cols16: a row of A is not contiguous along K")
+    check_dot_operands(lw, "dot_int_cols16", a, (), (), m, k, 0)  # A's rows (B's and C's: below)
     colstep = lw.step(b, (0, 0, 0), (0, 0, 1))
     if colstep is None or colstep % fmt.group or colstep % fmt.unit:
         raise lw.error("dot_int_cols16: B's columns are not a constant whole number of groups apart")
     if any(lw.step(c, (0, r, 0), (0, r, 1)) != 1 for r in range(m)):
         raise lw.error("dot_int_cols16: a row of C is not contiguous")
     blocks = k // BLOCK
-    col_bytes = colstep // fmt.unit * fmt.unit_size  # B's ctype is a byte
-    scale_size = {"f32": 4, "f16": 2, "bf16": 2}.get(fmt.scales, 0)
-    scale_step = colstep // fmt.group * scale_size  # bytes between two columns' scales
+    col_bytes = column_bytes(fmt, colstep)  # between two columns' first bytes
+    scale_step = colstep // fmt.group * (SCALE_DTYPES[fmt.scales][1] if fmt.scales else 0)  # between their scales
     lw.open("{")
     lw.emit(f"// dot_int_cols16: {m} row(s) of A quantized to int8 · {n} column(s) of {fmt}, {LANES} a group, K = {k}")
-    aps = [lw.fresh("ap") for _ in range(m)]
-    for r, ap in enumerate(aps):
-        lw.emit(f"const uint8_t* {ap} = {lw.unit_ptr(a, (0, r, 0))};")
+    aps = row_pointers(lw, a, m)
     cps = [lw.fresh("cp") for _ in range(m)]
     for r, cp in enumerate(cps):
         lw.emit(f"float* {cp} = {lw.ptr(c, (0, r, 0))};")
@@ -138,7 +140,7 @@ def _emit(lw, node, binds) -> None:
     if fmt.scales:
         first = f"{b.root}_scales + {lw.group_index(b, (0, 0, 0))}"
         lw.emit(f"const uint8_t* {sq} = reinterpret_cast<const uint8_t*>({first});")
-    channel = fmt.scales is not None and fmt.group == k  # one scale per column
+    channel = _per_channel(fmt, k)
     lw.emit("auto load_i32 = [](const uint8_t* p) { int32_t w; std::memcpy(&w, p, 4); return w; };")
     if channel and fmt.scales != "f32":
         lw.emit("auto load_u16 = [](const uint8_t* p) { uint16_t w; std::memcpy(&w, p, 2); return w; };")
@@ -244,8 +246,10 @@ def _packed4(lw, ctx, j: int, blk: str, count: int) -> str:
     if fmt.name == "i4":  # a column's blocks are adjacent 16-byte runs
         for col in (j, j + 8):
             at = f"{ctx.bg} + {col * ctx.col_bytes} + {blk} * 16"
-            load = "_mm256_loadu_si256(reinterpret_cast<const __m256i*>({}))" if count == 2 else (
-                "_mm256_zextsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>({})))"
+            load = (
+                "_mm256_loadu_si256(reinterpret_cast<const __m256i*>({}))"
+                if count == 2
+                else ("_mm256_zextsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>({})))")
             )
             halves.append(load.format(at))
         return f"_mm512_maskz_inserti64x4(0xFF, _mm512_castsi256_si512({halves[0]}), {halves[1]}, 1)"
