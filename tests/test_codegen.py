@@ -161,6 +161,16 @@ def test_every_isa_compiles_warning_free_in_one_translation_unit(tmp_path):
     assert r.returncode == 0, r.stdout[-10000:]
 
 
+def _assembly(tmp_path, source: str) -> str:
+    """GCC's -O2 assembly of ``source`` (a translation unit beside tmp_path's headers)."""
+    (tmp_path / "t.cpp").write_text(source)
+    asm = subprocess.run(
+        [*cxx().split(), "-std=c++17", "-O2", "-S", "-o", "-", "t.cpp"], cwd=tmp_path, capture_output=True, text=True
+    )
+    assert asm.returncode == 0, asm.stderr[-5000:]
+    return asm.stdout
+
+
 @pytest.mark.skipif("g++" not in cxx(), reason="the instruction counts are GCC's")
 def test_avx512_bf16_widening_is_one_instruction(tmp_path):
     """The runtime's bf16 load widens with one vpmovzxwd and its store narrows with one vpmovdw: GCC 12
@@ -171,15 +181,12 @@ def test_avx512_bf16_widening_is_one_instruction(tmp_path):
     rt = re.search(r"namespace (morello_rt_\w+) \{", header).group(1)
     (tmp_path / "k.hpp").write_text(header)
     attr = 'target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq")'
-    (tmp_path / "t.cpp").write_text(
+    asm = _assembly(
+        tmp_path,
         f'#include "k.hpp"\n__attribute__((noinline, {attr})) void widen_and_narrow(const uint16_t* p, uint16_t* q) '
-        f"{{ using namespace {rt}::avx512; store_bf16(q, load_bf16(p, 16), 16); }}\n"
+        f"{{ using namespace {rt}::avx512; store_bf16(q, load_bf16(p, 16), 16); }}\n",
     )
-    asm = subprocess.run(
-        [*cxx().split(), "-std=c++17", "-O2", "-S", "-o", "-", "t.cpp"], cwd=tmp_path, capture_output=True, text=True
-    )
-    assert asm.returncode == 0, asm.stderr[-5000:]
-    body = asm.stdout.split("widen_and_narrow", 1)[1].split("ret", 1)[0]
+    body = asm.split("widen_and_narrow", 1)[1].split("ret", 1)[0]
     assert len(re.findall(r"\bvpmovzxwd\b", body)) == 1 and len(re.findall(r"\bvpmovdw\b", body)) == 1, body
     assert not re.search(r"vinserti|vextracti", body), body
 
@@ -395,11 +402,7 @@ def test_rows_kernel_loads_each_shared_vector_once(isa, b, tmp_path):
         ),
     )
     (tmp_path / "k.hpp").write_text(emit_header(parse_spec(spec), impl, target, name="k"))
-    (tmp_path / "t.cpp").write_text('#include "k.hpp"\nvoid (*volatile keep_it)(void* const*) = morello::k_call;\n')
-    asm = subprocess.run(
-        [*cxx().split(), "-std=c++17", "-O2", "-S", "-o", "-", "t.cpp"], cwd=tmp_path, capture_output=True, text=True
-    )
-    assert asm.returncode == 0, asm.stderr[-5000:]
-    fmas = re.findall(r"\tvfmadd\w+\t[^\n]*", asm.stdout)
+    asm = _assembly(tmp_path, '#include "k.hpp"\nvoid (*volatile keep_it)(void* const*) = morello::k_call;\n')
+    fmas = re.findall(r"\tvfmadd\w+\t[^\n]*", asm)
     assert len(fmas) >= 8, fmas
     assert not [f for f in fmas if "(" in f], fmas
