@@ -1,6 +1,6 @@
 """The aquant kernels on zmm: dot_int4_vnni512 (target/kernels/quant_int4_zmm.py: 4-bit weights, four blocks a
 step), dot_int_vnni512 (quant_int_zmm.py: 8-bit weights, two blocks a step) and dot_int_cols16
-(quant_int_cols.py: 16 columns in a zmm's lanes; N a multiple of 16, M 2..6, no zero points).
+(quant_int_cols.py: 16 columns in a zmm's lanes; N a multiple of 16, M 2..6).
 
 Generated kernels with each forced (its rivals out of the catalog) against the exact semantics on avx512_bf16,
 at awkward sizes: N = 1 and primes, block counts that leave blocks for the masked last step (and K of one
@@ -52,7 +52,7 @@ SPECS8 = [
     "matmul 1x480x13 b=i8:col group=96 scales=f16 zero aquant=i8",  # groups straddling steps
     "matmul 2x576x5 b=i8:col group=channel scales=bf16 aquant=i8",
 ]
-SPECS_COLS = [  # dot_int_cols16: M 2..6, N a multiple of 16; no zero points
+SPECS_COLS = [  # dot_int_cols16: M 2..6, N a multiple of 16
     "matmul 2x32x16 b=q8_0 aquant=i8",  # one block: the single-block step alone
     "matmul 5x160x32 b=q8_0 aquant=i8",  # 5 blocks: two steps and one block; two groups
     "matmul 4x2112x16 b=q8_0 aquant=i8",  # 66 blocks: the loop, prefetches
@@ -70,6 +70,12 @@ SPECS_COLS = [  # dot_int_cols16: M 2..6, N a multiple of 16; no zero points
     "matmul 5x320x16 b=i4:col group=64 scales=f32 aquant=i8",
     "matmul 6x288x16 b=i4:col group=96 scales=f16 aquant=i8",
     "matmul 2x192x48 b=i4:col group=channel scales=bf16 aquant=i8",
+    "matmul 3x224x16 b=i8:col group=32 scales=f16 zero aquant=i8",  # zero points: groups 0..6, the last alone
+    "matmul 3x384x16 b=i8:col group=96 scales=bf16 zero aquant=i8",  # groups straddling steps
+    "matmul 4x96x32 b=i8:col group=channel scales=f32 zero aquant=i8",
+    "matmul 5x384x16 b=i4:col group=64 scales=bf16 zero aquant=i8",  # a group per step
+    "matmul 2x288x16 b=i4:col group=32 scales=f16 zero aquant=i8",
+    "matmul 6x64x16 b=i4:col group=channel scales=f16 zero aquant=i8",
 ]
 KERNELS = {"dot_int4_vnni512": SPECS4, "dot_int_vnni512": SPECS8, "dot_int_cols16": SPECS_COLS}
 RIVALS = ("dot_int", "dot_int_vnni", "dot_int4", "dot_int4_vnni", "dot_int_scalar")
@@ -113,9 +119,9 @@ def test_only_where_the_cpus_have_avx512_vnni(name):
 PICKS = [
     ("b=q4_0", "dot_int_cols16"),
     ("b=i4:col group=32 scales=f16", "dot_int_cols16"),
-    ("b=i4:col group=32 scales=f16 zero", "dot_int4_vnni512"),
+    ("b=i4:col group=32 scales=f16 zero", "dot_int_cols16"),
     ("b=q8_0", "dot_int_cols16"),
-    ("b=i8:col group=32 scales=f16 zero", "dot_int_vnni512"),
+    ("b=i8:col group=32 scales=f16 zero", "dot_int_cols16"),
 ]
 
 
@@ -126,8 +132,8 @@ def test_search_picks_them_at_m4(b, name, profile):
     twice the values of the ymm ones' (4x2048x16384, warm, 1 thread, Intel Xeon, scripts/kernel_ab.py: q4_0
     2754 us vs dot_int4_vnni 2968, i4 g32 2371 vs 2820; q8_0 4030 vs dot_int_vnni 4403), and dot_int_cols16
     spends one convert, multiply and FMA on 16 outputs (the same shape from DRAM, Zen 4: i8 g32 2320 us vs
-    dot_int_vnni512 3201, q8_0 2414 vs 3401, q4_0 1658 vs dot_int4_vnni512 2594, i4 g32 1657 vs 2667); it has
-    no zero points."""
+    dot_int_vnni512 3201, q8_0 2414 vs 3401, q4_0 1658 vs dot_int4_vnni512 2594, i4 g32 1657 vs 2667; with zero
+    points i4 g32 2086 vs 2952, i8 g32 2882 vs dot_int_vnni512 3873)."""
     target = get_target("avx512_bf16", threads=1, profile=profile)
     u = parse_spec(f"matmul 4x2048x16384 {b} aquant=i8")
     impl, _ = synthesize(u.to_spec(target.limits()), target)

@@ -1,6 +1,6 @@
 """``dot_int_cols16``: ``aquant=i8`` products of a few rows of A with B's columns sixteen at a time, one
-column per lane of a zmm, for small batches (M = 2..6) of ``i8`` and ``i4`` (no zero points), ``q8_0`` and
-``q4_0``.
+column per lane of a zmm, for small batches (M = 2..6) of ``i8`` and ``i4`` (with or without zero points),
+``q8_0`` and ``q4_0``.
 
 The dot kernels (quant_int.py, quant_int_zmm.py, quant_int4_zmm.py) give each output (row, column) its own
 vector: per 64 values one ``vpdpbusd``, then a convert, the scales' multiply and an FMA, and the register copy
@@ -19,6 +19,10 @@ sixteen columns: per 64 values and output 1 + 3/16 instructions on the multiply 
   A with each block's evens first, then its odds (made once per call, on the stack: rows x K <= 64 KiB).
 - Scales: per block a gather of the sixteen columns' scales (a 16-bit one as the dword holding it, converted
   by F16C or a shift); per-channel scales once per group.
+- Zero points (i8's int8 z, i4's uint8): the sums start as without them (i8: -128 sum qa; i4: 0) and each
+  block's converted sums lose z x sum qa by one FMA per row (exact: both are integers below 2^21); z is
+  gathered like a 16-bit scale (the dword ending with its byte: K / group >= 4; one gather a step where the
+  step's blocks share a group or have adjacent bytes), or read once per group of columns when per-channel.
 - C in memory (L1 or main memory), each row's columns dense: the kernel adds its sums to it per group (it
   accumulates: the search zeroes C first), so one call covers many groups and its offsets are computed once.
 - B's next group is prefetched into L2 over a group's steps (quant_int_prefetch.step_slots), so the group
@@ -46,7 +50,6 @@ LANES = 16  # columns per group: one per int32 lane of a zmm
 MAX_ROWS = 6  # 16 transposed vectors, an accumulator and a sum per row, the scales and a constant: 31 zmm
 UNIT = Q8A.unit_size  # bytes of one A block (36: f32 sa, 32 qa)
 FORMATS = ("i8", "q8_0", "q4_0", "i4")
-_OFFSET = {"i8": 128, "q8_0": 128, "q4_0": 8, "i4": 8}  # weight = unsigned byte - offset
 MAX_EVENS_ODDS = 64 * 1024  # bytes of the stack copy of A that i4 reads (rows x K): 4 rows of K = 16384
 
 
@@ -65,7 +68,7 @@ def _applies(op, target) -> bool:
         and op.a.level.is_memory
         and op.a.tile((1, 1, k)).unit_stride(2)
         and getattr(fmt, "name", None) in FORMATS
-        and not fmt.zero
+        and (not fmt.zero or k == fmt.group or k // fmt.group >= 4)  # a zero point's dword within its column
         and (fmt.name != "i4" or m * k <= MAX_EVENS_ODDS)
         and fmt.group % BLOCK == 0
         and k % fmt.group == 0
@@ -78,6 +81,12 @@ def _applies(op, target) -> bool:
     )
 
 
+def _offset(fmt) -> int:
+    """What the kernel's unsigned byte or nibble exceeds the weight by (zero points aside): i8 and q8_0 are
+    read + 128; q4_0's and i4's nibbles are the weight + 8, or with zero points the weight + z (taken apart)."""
+    return 128 if fmt.bits == 8 else 0 if fmt.zero else 8
+
+
 def _per_channel(fmt, k: int) -> bool:
     """One separate scale per column (group = K): its vector is loaded once per group of columns."""
     return fmt.scales is not None and fmt.group == k
@@ -85,30 +94,34 @@ def _per_channel(fmt, k: int) -> bool:
 
 def _vector_regs(op, target) -> int:
     m = op.iter_shape[1]
-    return LANES + 2 * m + 3
+    return LANES + 2 * m + 3 + int(op.b.dtype.zero)
 
 
 def _cost(op, target) -> Features:
     """Per group and step of two blocks: the columns' loads and transposes (below), the scales (a gather of
     16 as 16 loads and a shuffle per block, the conversion); per row and block 8 ``vpdpbusd`` with A's
     dwords broadcast (loads), the offset and sa broadcast, convert, multiply and FMA; per group and row C's
-    load, add and store; the prefetches; per call the offsets (a scalar op per 8 of A's values)."""
+    load, add and store; the prefetches; per call the offsets (a scalar op per 8 of A's values). Zero points:
+    a gather per step (per block where a group is an odd number of blocks, not one), per block two shifts and
+    a convert, per row and block a broadcast and an FMA."""
     fmt, (_, m, k, n) = op.b.dtype, op.iter_shape
     blocks, groups = k // BLOCK, n // LANES
     steps = blocks // 2 + blocks % 2
     q8, q4, i4 = fmt.name == "q8_0", fmt.name == "q4_0", fmt.name == "i4"
-    gathers = 0 if _per_channel(fmt, k) else blocks
+    z, per_group = int(fmt.zero), fmt.group // BLOCK
+    zero_gathers = steps if per_group == 1 or per_group % 2 == 0 else blocks  # one a step where it holds both
+    gathers = 0 if _per_channel(fmt, k) else blocks + z * zero_gathers
     full, per = prefetch_plan(fmt, k, LANES)
     # per step: the columns' loads, ALU ops (xor; 4-bit: and, shift, and per pair of columns) and shuffles
     # (q8_0: 16 inserts; 4-bit: the 3 x 8 of two 8x8 transposes and 3 inserts per pair of columns, i4 1)
     loads, alu, shuffles = (32, 24, 48) if q4 else (16, 24, 32) if i4 else (16 * (1 + q8), 16, 64 + 16 * q8)
     feats = Features.of(
-        vec_load=groups * (steps * loads + gathers * LANES + blocks * m * 10 + full * per + 2 * m),
+        vec_load=groups * (steps * loads + gathers * LANES + blocks * m * (10 + z) + full * per + 2 * m),
         vec_store=groups * m + i4 * m * blocks,  # i4: A's evens and odds, a load, 2 shuffles, a store a block
-        vec_op=groups * (steps * alu + blocks * (m + 2) + m),
+        vec_op=groups * (steps * alu + blocks * (m + 2 + 3 * z) + m),
         vec_shuffle=groups * (steps * shuffles + gathers) + 2 * i4 * m * blocks,
         vec_imul=groups * blocks * m * 9,
-        vec_fma=groups * blocks * m,
+        vec_fma=groups * blocks * m * (1 + z),
         scalar_op=m * k // 8,  # the offsets
         loop_iter=groups * steps,
     )
@@ -129,6 +142,7 @@ def _emit(lw, node, binds) -> None:
     blocks = k // BLOCK
     col_bytes = column_bytes(fmt, colstep)  # between two columns' first bytes
     scale_step = colstep // fmt.group * (SCALE_DTYPES[fmt.scales][1] if fmt.scales else 0)  # between their scales
+    zero_step = colstep // fmt.group  # between their zero points (a byte each)
     lw.open("{")
     lw.emit(f"// dot_int_cols16: {m} row(s) of A quantized to int8 · {n} column(s) of {fmt}, {LANES} a group, K = {k}")
     aps = row_pointers(lw, a, m)
@@ -137,14 +151,17 @@ def _emit(lw, node, binds) -> None:
         lw.emit(f"float* {cp} = {lw.ptr(c, (0, r, 0))};")
     bq, sq, corr = lw.fresh("bq"), lw.fresh("sq"), lw.fresh("offs")
     lw.emit(f"const uint8_t* {bq} = reinterpret_cast<const uint8_t*>({lw.unit_ptr(b, (0, 0, 0))});")
-    if fmt.scales:
-        first = f"{b.root}_scales + {lw.group_index(b, (0, 0, 0))}"
-        lw.emit(f"const uint8_t* {sq} = reinterpret_cast<const uint8_t*>({first});")
+    zq = lw.fresh("zq") if fmt.zero else None
+    for arr, name in (("scales", sq), ("zeros", zq)):  # the separate arrays B has
+        if arr in dict(fmt.extra_arrays()):
+            first = f"{b.root}_{arr} + {lw.group_index(b, (0, 0, 0))}"
+            lw.emit(f"const uint8_t* {name} = reinterpret_cast<const uint8_t*>({first});")
     channel = _per_channel(fmt, k)
     lw.emit("auto load_i32 = [](const uint8_t* p) { int32_t w; std::memcpy(&w, p, 4); return w; };")
     if channel and fmt.scales != "f32":
         lw.emit("auto load_u16 = [](const uint8_t* p) { uint16_t w; std::memcpy(&w, p, 2); return w; };")
-    _offsets(lw, aps, blocks, _OFFSET[fmt.name], corr)
+    qsum = lw.fresh("qsum") if fmt.zero else None
+    _offsets(lw, aps, blocks, _offset(fmt), corr, qsum)
     evens_odds = _evens_odds(lw, aps, blocks) if fmt.name == "i4" else None
     if fmt.bits == 4:
         lw.emit("const __m512i nib = _mm512_set1_epi8(0x0F);")
@@ -154,19 +171,26 @@ def _emit(lw, node, binds) -> None:
         lw.emit(f"const __m512i bix = _mm512_setr_epi32({', '.join(str(j * col_bytes) for j in range(LANES))});")
     elif not channel or fmt.scales == "f32":
         lw.emit(f"const __m512i six = _mm512_setr_epi32({', '.join(str(j * scale_step) for j in range(LANES))});")
+    if fmt.zero and not channel:
+        lw.emit(f"const __m512i zix = _mm512_setr_epi32({', '.join(str(j * zero_step) for j in range(LANES))});")
     g, blk = lw.fresh("g"), lw.fresh("blk")
     lw.open(f"for (ix {g} = 0; {g} < {n // LANES}; ++{g}) {{")
-    bg, sg = lw.fresh("bg"), lw.fresh("sg")
+    bg, sg, zg = lw.fresh("bg"), lw.fresh("sg"), lw.fresh("zg") if fmt.zero else None
     lw.emit(f"const uint8_t* {bg} = {bq} + {g} * {LANES * col_bytes};")
     if fmt.scales:
         lw.emit(f"const uint8_t* {sg} = {sq} + {g} * {LANES * scale_step};")
+    if zg:
+        lw.emit(f"const uint8_t* {zg} = {zq} + {g} * {LANES * zero_step};")
     accs = [lw.fresh("acc") for _ in range(m)]
     lw.emit("__m512 " + ", ".join(f"{x} = _mm512_setzero_ps()" for x in accs) + ";")
     ctx = _Ctx(fmt, k, aps, accs, corr, blocks, bg, sg, col_bytes, scale_step)
-    ctx.evens_odds = evens_odds
+    ctx.evens_odds, ctx.qsum, ctx.zg = evens_odds, qsum, zg
     if channel:
         ctx.channel = lw.fresh("sbc")
         lw.emit(f"const __m512 {ctx.channel} = {_channel_scales(fmt, sg, scale_step)};")
+        if fmt.zero:
+            ctx.zchannel = lw.fresh("zc")
+            lw.emit(f"const __m512 {ctx.zchannel} = {_channel_zeros(fmt, zg, zero_step)};")
     last = (f"{bg} + {(LANES - 1) * col_bytes}",) + ((f"{sg} + {(LANES - 1) * scale_step}",) if fmt.scales else ())
     if blocks >= 2:
         lw.open(f"for (ix {blk} = 0; {blk} + 1 < {blocks}; {blk} += 2) {{")
@@ -193,11 +217,18 @@ class _Ctx:
         self.channel = None  # per-channel scales: the group's vector
         self.pair = None  # group-32 16-bit scales: the step's dword of both blocks' scales
         self.evens_odds = None  # i4: the name of A's copy, each block's qa evens then odds
+        self.qsum = None  # zero points: the table of each row's and block's sum qa (f32)
+        self.zg = None  # zero points: the group's first column's
+        self.zchannel = None  # per-channel zero points: the group's vector
+        self.znext = None  # zero points: block blk + 1's, where block blk's gather brought them
 
 
-def _offsets(lw, aps, blocks: int, offset: int, corr: str) -> None:
-    """Per row and block -offset * sum qa, where the block's sums of qa * (weight + offset) start."""
+def _offsets(lw, aps, blocks: int, offset: int, corr: str, qsum: str | None) -> None:
+    """Per row and block -offset * sum qa, where the block's sums of qa * (weight + offset) start; with zero
+    points also sum qa as f32 (qsum)."""
     lw.emit(f"alignas(64) int32_t {corr}[{len(aps) * blocks}];")
+    if qsum:
+        lw.emit(f"alignas(64) float {qsum}[{len(aps) * blocks}];")
     i, q, s, e = (lw.fresh(x) for x in ("i", "q", "s", "e"))
     for r, ap in enumerate(aps):
         lw.open(f"for (ix {i} = 0; {i} < {blocks}; ++{i}) {{")
@@ -205,6 +236,8 @@ def _offsets(lw, aps, blocks: int, offset: int, corr: str) -> None:
         lw.emit(f"int32_t {s} = 0;")
         lw.emit(f"for (int {e} = 0; {e} < 32; ++{e}) {s} += {q}[{e}];")
         lw.emit(f"{corr}[{r * blocks} + {i}] = -{offset} * {s};")
+        if qsum:
+            lw.emit(f"{qsum}[{r * blocks} + {i}] = float({s});")
         lw.close()
 
 
@@ -279,6 +312,7 @@ def _step(lw, ctx, blk: str, count: int, slots) -> None:
         ts = _transpose16(lw, [_bytes8(lw, ctx, j, blk, count) for j in range(LANES)], unused)
     for h in range(count):
         sb = ctx.channel or _block_scales(lw, ctx, blk, h, count)
+        zf = (ctx.zchannel or _block_zeros(lw, ctx, blk, h, count)) if ctx.fmt.zero else None
         sums = [lw.fresh("s") for _ in ctx.aps]
         for r, s in enumerate(sums):
             lw.emit(f"__m512i {s} = _mm512_set1_epi32({ctx.corr}[{r * ctx.blocks} + {blk} + {h}]);")
@@ -291,9 +325,11 @@ def _step(lw, ctx, blk: str, count: int, slots) -> None:
             if h == 0:
                 for stmt in slots[i]:
                     lw.emit(stmt)
-        for s, ap, acc in zip(sums, ctx.aps, ctx.accs):
+        for r, (s, ap, acc) in enumerate(zip(sums, ctx.aps, ctx.accs)):
             sa = f"_mm512_set1_ps({lw.rt}::a8_scale({ap} + ({blk} + {h}) * {UNIT}))"
             sums = f"_mm512_maskz_cvtepi32_ps(0xFFFF, {s})"
+            if zf:  # sum (weight + z) qa - z sum qa
+                sums = f"_mm512_fnmadd_ps({zf}, _mm512_set1_ps({ctx.qsum}[{r * ctx.blocks} + {blk} + {h}]), {sums})"
             lw.emit(f"{acc} = _mm512_fmadd_ps({sums}, _mm512_mul_ps({sb}, {sa}), {acc});")
 
 
@@ -379,6 +415,42 @@ def _block_scales(lw, ctx, blk: str, h: int, count: int) -> str:
         lw.emit(f"const __m512i {d} = {_gather('six', f'{ctx.sg} + ({d}e ? {d}e - 1 : 0) * 2')};")
         lw.emit(f"const __m512 {sb} = {d}e ? {_half(fmt, d, 1)} : {_half(fmt, d, 0)};")
     return sb
+
+
+def _block_zeros(lw, ctx, blk: str, h: int, count: int) -> str:
+    """A variable holding block blk + h's zero point of each of the group's columns, as f32 (a lane each),
+    from a gather of the dword ending with it (a column's first 4: starting with it); block blk's brings
+    blk + 1's where it is the same group (groups of an even number of blocks) or the next byte (of one)."""
+    fmt, per = ctx.fmt, ctx.fmt.group // BLOCK
+    if h == 1 and ctx.znext:
+        return ctx.znext
+    both = count == 2 and per == 1  # blk's and blk + 1's bytes: one dword
+    e, z = f"({blk} + {h + both}) / {per}" if per > 1 else f"({blk} + {h + both})", lw.fresh("zf")
+    lw.emit(f"const ix {z}e = {e}, {z}o = {z}e < 3 ? {z}e : 3;  // the last group; its byte in the dword read")
+    lw.emit(f"const __m512i {z}d = {_gather('zix', f'{ctx.zg} + {z}e - {z}o')};")
+    names = [f"{z}{i}" for i in range(1 + both)]
+    for i, name in enumerate(names):
+        lw.emit(f"const __m512 {name} = {_zero_byte(fmt, f'{z}d', f'{z}o - {both - i}')};")
+    ctx.znext = names[-1] if count == 2 and (both or per % 2 == 0) else None  # blk is even
+    return names[0]
+
+
+def _zero_byte(fmt, d: str, byte: str) -> str:
+    """The f32 value of byte ``byte`` of each dword of d (i8's zero points signed, i4's unsigned)."""
+    top = f"_mm512_maskz_sllv_epi32(0xFFFF, {d}, _mm512_set1_epi32(int(24 - 8 * ({byte}))))"
+    back = "srai" if fmt.name == "i8" else "srli"
+    return f"_mm512_maskz_cvtepi32_ps(0xFFFF, _mm512_maskz_{back}_epi32(0xFFFF, {top}, 24))"
+
+
+def _channel_zeros(fmt, zg: str, zero_step: int) -> str:
+    """One zero point per column (group = the kernel's K): the sixteen columns', as f32."""
+    ctype = "int8_t" if fmt.name == "i8" else "uint8_t"
+    if zero_step == 1:  # adjacent
+        load = f"_mm_loadu_si128(reinterpret_cast<const __m128i*>({zg}))"
+        widen = "cvtepi8" if fmt.name == "i8" else "cvtepu8"
+        return f"_mm512_maskz_cvtepi32_ps(0xFFFF, _mm512_maskz_{widen}_epi32(0xFFFF, {load}))"
+    values = ", ".join(f"float({ctype}({zg}[{j * zero_step}]))" for j in range(LANES))
+    return f"_mm512_setr_ps({values})"
 
 
 def _gather(index: str, base: str, ps: bool = False) -> str:
