@@ -143,3 +143,27 @@ def test_rows_and_pair_kernels_prefetch_b_from_main_memory(spec, kernel, isa):
 
 def _bs(op):
     return (op.b1, op.b2) if op.kind == "pair" else (op.b,)
+
+
+@pytest.mark.parametrize(
+    "spec, kernel", [("matmul 4x1000x64 b=bf16:col", "dot_bf16_rows"), ("matmul 2x520x9 b=f32:col", "dot_f32_rows")]
+)
+def test_rows_kernels_of_several_columns_prefetch_the_next_ones(spec, kernel):
+    """With several columns of B from main memory, each loop trip brings into L2 its share of the column n
+    after each of the kernel's (the next kernel's in the loop over N), every line of it once or more, so that
+    B is read as one stream; their cost counts those prefetches and no interleaved streams (rows.py)."""
+    import re
+
+    impl, t = _forced(spec, kernel, 3 if "f32" in spec else 2, "avx512")
+    node = next(n for n in walk(impl) if isinstance(n, Kernel) and n.name == kernel)
+    _, _, k, n = node.spec.op.iter_shape
+    size = 2 if "bf16" in spec else 4
+    text = emit_header(parse_spec(spec), impl, t)
+    trips = int(re.search(r"for \(ix (ch\d+) = 0; \1 < (\d+); \1 \+= 1\)", text).group(2))
+    exprs = re.findall(rf"prefetch_l2_here\(bp\d+, {n * k * size} \+ \((.*)\) \* 64\);", text)
+    assert len(exprs) % n == 0 and exprs, text
+    var = re.search(r"ch\d+", exprs[0]).group(0)
+    lines = {eval(e.replace("/", "//").replace(var, str(trip))) for trip in range(trips) for e in exprs}
+    assert lines == set(range(-(-k * size // 64)))
+    feats = t.kernel(kernel).cost(node.spec.op, t)
+    assert not feats.get("gl_interleaved") and feats.get("vec_load") >= trips * n

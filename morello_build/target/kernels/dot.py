@@ -85,6 +85,34 @@ def b_prefetch_head(lw, node, bps, chunk_elems: int, u: int, rows: int = 1):
     return prefetch_head(lw, cols, prefetch_offsets(lw.target, u * chunk_elems * size, rows), chunk_elems)
 
 
+def next_columns_lines(b, k: int) -> int:
+    """Lines of one of B's columns of K values (next_columns_head prefetches the next kernel's, a column each)."""
+    return max(1, ceil(k * b.dtype.bytes / 64))
+
+
+def next_columns_head(lw, b, bps, n: int, k: int, u: int, trips: int):
+    """A ``chunks`` head (its loop of ``trips`` trips, u chunks each) prefetching into L2, for each of the
+    kernel's n columns, the column n after it (the next kernel's in a loop over N), its lines spread evenly
+    over the trips (quant_int_prefetch.step_slots' plan for the integer kernels; ``prefetch_l2_here`` keeps
+    each beside the trip's loads)."""
+    step = lw.step(b, (0, 0, 0), (0, 0, 1))
+    if step is None:
+        raise lw.error("dot rows kernel: B's columns are not a constant distance apart")
+    lines = next_columns_lines(b, k)
+    per = -(-lines // trips)
+    ahead = n * step * b.dtype.bytes  # bytes from a column to the one n after it
+
+    def head(first: str) -> None:
+        trip = f"{first} / {u}" if u > 1 else first
+        for i in range(per):
+            slot = f"{trip} * {per} + {i}" if per > 1 else trip  # of trips x per, spread over the lines
+            line = f"({slot}) * {lines} / {trips * per}"
+            for bp in bps:
+                lw.emit(f"::{lw.rt}::prefetch_l2_here({bp}, {ahead} + ({line}) * 64);")
+
+    return head
+
+
 def prefetch_offsets(target, trip_bytes: float, rows: int = 1) -> tuple[int, ...]:
     """Byte offsets, past a loop trip's first byte of a B column, of the trip's prefetches: one per line
     the trip reads (at least one), ``prefetch_bytes`` ahead per row of A the kernel reads (the rows

@@ -5,21 +5,35 @@ The dot kernels (dot.py) read one row of A; a C tile of m rows would run them m 
 widening, for bf16 B) each chunk of B once per row. These load and widen each B chunk ONCE per loop trip
 and FMA it into m accumulators, one per row of A (the ``_pair`` records' idea across rows of A instead of
 columns of B): per chunk n B loads (and widenings), m A loads, m·n FMAs; m·n horizontal sums at the end.
-B's columns streamed from main memory are prefetched as the single-row kernels prefetch them (dot.py).
+B's columns streamed from main memory are prefetched: one column as the single-row kernels prefetch it
+(dot.py, ``prefetch_bytes`` ahead in its own stream); several columns as the integer kernels do
+(quant_int_prefetch.step_slots): each trip brings into L2 its share of the column n after each of the
+kernel's, so that a loop over N reads B as one stream where n interleaved streams, each prefetched ahead
+into its neighbour, made every kernel call start cold (Mx2048x16384 bf16 from DRAM, one thread, Zen 4:
+3 columns a kernel at M = 4 7.3 ms with the own-stream prefetches, 3.4 ms with these; the search's picks,
+before (1 to 4 columns, interleaved streams priced) and after: M = 2 4.95 -> 3.2 ms, M = 4 7.9 -> 4.2,
+M = 8 13.8 -> 7.4).
 A vector (and an f32 B vector) that several FMAs use is pinned in a register (``keep``): GCC otherwise folds
 its load into each FMA as a memory operand, n (m) loads instead of one (4x2048x256 bf16, warm, one thread,
-Zen 4: 2 columns a kernel 75 -> 54 us, 3 columns 74 -> 44 us; 1 column 104). The search still picks one
-column a kernel for 4x2048x16384 from DRAM, where 3 columns ran as fast with the kernels' prefetches and
-1.4x faster without them (bench/README.md).
+Zen 4: 2 columns a kernel 75 -> 54 us, 3 columns 74 -> 44 us; 1 column 104).
 """
 
 from __future__ import annotations
 
 from math import ceil
 
+from morello_build.ir.spec import Level
 from morello_build.synth.cost import Features, lines_read, runs_per_set, streams_read
 from morello_build.target.kernels.common import BF16, F32, KernelDef, check_dot_operands, pairwise_sum
-from morello_build.target.kernels.dot import b_prefetch_head, chunks, dot_shape, loop_trips, prefetch_loads
+from morello_build.target.kernels.dot import (
+    b_prefetch_head,
+    chunks,
+    dot_shape,
+    loop_trips,
+    next_columns_head,
+    next_columns_lines,
+    prefetch_loads,
+)
 
 MAX_ROWS = 8
 _MAX_COLS = 4
@@ -74,15 +88,27 @@ def _cost(op, target):
         vec_fma=steps * m * n,
         hsum=m * n,
     )
-    return feats + lines_read(op.a) + streams_read(op.b, n) + _prefetches(op, target)
+    return feats + lines_read(op.a) + _b_reads(op, target)
 
 
-def _prefetches(op, target) -> Features:
-    """dot.py's prefetches of B's columns from main memory (bf16, not f32: dot._prefetched), once per trip
-    of the chunk loop (dot.loop_trips)."""
+def _streams_next(op, target) -> bool:
+    """Several columns from main memory (f32 too: 2x2048x8192, Zen 4, 4.8 -> 2.9 ms), prefetching on: the
+    next n columns into L2, B read as one stream; else dot.py's prefetches (bf16 only: dot._prefetched), B
+    read as n interleaved streams."""
+    return op.iter_shape[3] > 1 and op.b.level == Level.GL and bool(target.costs.prefetch_bytes)
+
+
+def _b_reads(op, target) -> Features:
+    """B's lines and the prefetches (a load each): dot.py's, once per trip of the chunk loop (dot.loop_trips),
+    or the next columns' (dot.next_columns_lines per column and trip)."""
     _, m, k, n = op.iter_shape
     u = _accumulators(m, n, k, target.lanes)
-    return prefetch_loads(op, target, loop_trips(k // target.lanes, u), u * target.lanes * op.b.dtype.bytes)
+    trips = loop_trips(k // target.lanes, u)
+    if _streams_next(op, target) and trips:
+        per = -(-next_columns_lines(op.b, k) // trips)
+        return lines_read(op.b) + Features.of(vec_load=n * trips * per)
+    trip_bytes = u * target.lanes * op.b.dtype.bytes
+    return streams_read(op.b, n) + prefetch_loads(op, target, trips, trip_bytes)
 
 
 def _emit(lw, node, binds) -> None:
@@ -118,7 +144,12 @@ def _emit(lw, node, binds) -> None:
                 lw.emit(f"{acc} = {v}::fma({av}, {bv}, {acc});")
 
     full, tail = divmod(k, W)
-    chunks(lw, full, u, body, b_prefetch_head(lw, node, bps, W, u, rows=m))
+    trips = loop_trips(full, u)
+    if _streams_next(node.spec.op, lw.target) and trips:
+        head = next_columns_head(lw, b, bps, n, k, u, trips)
+    else:
+        head = b_prefetch_head(lw, node, bps, W, u, rows=m)
+    chunks(lw, full, u, body, head)
     if tail:
         body(str(full), 0, tail)
     for i in range(m):
