@@ -384,6 +384,33 @@ def test_forced_rows_program_runs_the_rows_kernel(isa):
     assert f"// {ROWS_KERNEL}: 3 row(s) x 2 column(s)" in emit_header(u, impl, t)
 
 
+@pytest.mark.skipif(not HAVE_CXX, reason="no C++ compiler")
+@pytest.mark.parametrize("isa", ["avx2", "avx512"])
+def test_rows_kernels_of_several_columns_compute_the_product(isa, tmp_path):
+    """dot_quant_rows with several columns of one group from main memory: the next columns' prefetches and A
+    kept for the n columns (test_rows' NEXT_COLUMNS, forced) against numpy."""
+    from tests.test_rows import NEXT_COLUMNS, _forced
+
+    specs = [(text, cols) for text, kernel, cols, _ in NEXT_COLUMNS if kernel == ROWS_KERNEL]
+    lines, cases = ["#include <cstdio>"], []
+    for i, (text, cols) in enumerate(specs):
+        header = emit_header(parse_spec(text), *_forced(text, ROWS_KERNEL, cols, isa), name=f"k{i}", namespace=f"n{i}")
+        assert "prefetch_l2_here(" in header
+        (tmp_path / f"k{i}.hpp").write_text(header)
+        lines.append(f'#include "k{i}.hpp"')
+    lines.append("int main() {")
+    for i, (text, _) in enumerate(specs):
+        block, case = case_lines(i, text, 40 + i, "n")
+        lines += block
+        cases.append(case)
+    src = tmp_path / "main.cpp"
+    src.write_text("\n".join(lines + ["  return 0;", "}"]) + "\n")
+    rows = run_program(src, isa)
+    for i, (want, bound) in enumerate(cases):
+        kern, _ = case_outputs(rows, i, want.shape)
+        assert np.all(np.abs(kern - want) <= 1e-5 * bound + 1e-6), (specs[i], isa, kern, want)
+
+
 # -- the Python API ------------------------------------------------------------------------------------
 PY_SPECS = ["matmul 3x64x5 b=q4_0", "matmul 1x64x3 b=i8:col group=32 scales=f16 zero", "matmul 2x40x3 b=f16:col"]
 PY_GATED = "gated 2x64x3 b=i4:col group=32 scales=f32 act=silu"  # GATED[1]

@@ -145,25 +145,31 @@ def _bs(op):
     return (op.b1, op.b2) if op.kind == "pair" else (op.b,)
 
 
-@pytest.mark.parametrize(
-    "spec, kernel", [("matmul 4x1000x64 b=bf16:col", "dot_bf16_rows"), ("matmul 2x520x9 b=f32:col", "dot_f32_rows")]
-)
-def test_rows_kernels_of_several_columns_prefetch_the_next_ones(spec, kernel):
-    """With several columns of B from main memory, each loop trip brings into L2 its share of the column n
-    after each of the kernel's (the next kernel's in the loop over N), every line of it once or more, so that
-    B is read as one stream; their cost counts those prefetches and no interleaved streams (rows.py)."""
+# (spec, kernel, columns a kernel, bytes a column): bf16, f32, and formats of one group (none; per channel)
+NEXT_COLUMNS = [
+    ("matmul 4x1000x64 b=bf16:col", "dot_bf16_rows", 2, 2000),
+    ("matmul 2x520x9 b=f32:col", "dot_f32_rows", 3, 2080),
+    ("matmul 3x400x8 b=f16:col", "dot_quant_rows", 2, 800),
+    ("matmul 2x512x12 b=i8:col group=channel scales=bf16", "dot_quant_rows", 3, 512),
+]
+
+
+@pytest.mark.parametrize("spec, kernel, cols, col_bytes", NEXT_COLUMNS)
+def test_rows_kernels_of_several_columns_prefetch_the_next_ones(spec, kernel, cols, col_bytes):
+    """With several columns of B from main memory, each trip of the kernel's loop brings into L2 its share of
+    the column n after each of the kernel's (the next kernel's in the loop over N), every line of it once or
+    more, so that B is read as one stream; their cost counts those prefetches and no interleaved streams
+    (rows.py, quant_rows.py)."""
     import re
 
-    impl, t = _forced(spec, kernel, 3 if "f32" in spec else 2, "avx512")
+    impl, t = _forced(spec, kernel, cols, "avx512")
     node = next(n for n in walk(impl) if isinstance(n, Kernel) and n.name == kernel)
-    _, _, k, n = node.spec.op.iter_shape
-    size = 2 if "bf16" in spec else 4
     text = emit_header(parse_spec(spec), impl, t)
-    trips = int(re.search(r"for \(ix (ch\d+) = 0; \1 < (\d+); \1 \+= 1\)", text).group(2))
-    exprs = re.findall(rf"prefetch_l2_here\(bp\d+, {n * k * size} \+ \((.*)\) \* 64\);", text)
-    assert len(exprs) % n == 0 and exprs, text
-    var = re.search(r"ch\d+", exprs[0]).group(0)
-    lines = {eval(e.replace("/", "//").replace(var, str(trip))) for trip in range(trips) for e in exprs}
-    assert lines == set(range(-(-k * size // 64)))
+    loop = re.search(r"for \(ix (ch\d+) = 0; \1 < (\d+); \1 \+= (\d+)\)", text)
+    var, trips, step = loop.group(1), int(loop.group(2)) // int(loop.group(3)), int(loop.group(3))
+    exprs = re.findall(rf"prefetch_l2_here\(bp\d+, {cols * col_bytes} \+ \((.*)\) \* 64\);", text)
+    assert exprs and len(exprs) % cols == 0, text
+    lines = {eval(e.replace("/", "//").replace(var, str(trip * step))) for trip in range(trips) for e in exprs}
+    assert lines == set(range(-(-col_bytes // 64)))
     feats = t.kernel(kernel).cost(node.spec.op, t)
-    assert not feats.get("gl_interleaved") and feats.get("vec_load") >= trips * n
+    assert not feats.get("gl_interleaved") and feats.get("vec_load") >= trips * cols

@@ -90,20 +90,20 @@ def next_columns_lines(b, k: int) -> int:
     return max(1, ceil(k * b.dtype.bytes / 64))
 
 
-def next_columns_head(lw, b, bps, n: int, k: int, u: int, trips: int):
-    """A ``chunks`` head (its loop of ``trips`` trips, u chunks each) prefetching into L2, for each of the
-    kernel's n columns, the column n after it (the next kernel's in a loop over N), its lines spread evenly
-    over the trips (quant_int_prefetch.step_slots' plan for the integer kernels; ``prefetch_l2_here`` keeps
-    each beside the trip's loads)."""
+def next_columns_head(lw, b, bps, n: int, k: int, per_trip: int, trips: int):
+    """A loop head (head(first): ``first`` a C expression, ``per_trip`` of its units a trip, ``trips``
+    trips) prefetching into L2, for each of the kernel's n columns, the column n after it (the next kernel's
+    in a loop over N), its lines spread evenly over the trips (quant_int_prefetch.step_slots' plan for the
+    integer kernels; ``prefetch_l2_here`` keeps each beside the trip's loads)."""
     step = lw.step(b, (0, 0, 0), (0, 0, 1))
     if step is None:
         raise lw.error("dot rows kernel: B's columns are not a constant distance apart")
     lines = next_columns_lines(b, k)
     per = -(-lines // trips)
-    ahead = n * step * b.dtype.bytes  # bytes from a column to the one n after it
+    ahead = n * ceil(step * b.dtype.bytes)  # bytes from a column to the one n after it
 
     def head(first: str) -> None:
-        trip = f"{first} / {u}" if u > 1 else first
+        trip = f"({first}) / {per_trip}" if per_trip > 1 else first
         for i in range(per):
             slot = f"{trip} * {per} + {i}" if per > 1 else trip  # of trips x per, spread over the lines
             line = f"({slot}) * {lines} / {trips * per}"

@@ -129,13 +129,16 @@ def _cost(op, target, cols: int | None = None):
     return feats + scale_features(fmt, n, groups) + column_reads(op, target, streamed, _prefetches(op, target, cols))
 
 
-def column_reads(op, target, streamed: bool, plan) -> Features:
+def column_reads(op, target, streamed: bool, plan, next_loads: int | None = None) -> Features:
     """A's lines and B's, its separate scales' included: B's n columns as one stream (``streamed``:
-    stream_reads, the next columns prefetched a share per group), else as n interleaved streams, short ones
-    paying their start (short_columns), with ``plan``'s prefetches (prefetch_plan) in every column."""
+    stream_reads, the next columns prefetched a share per group; or ``next_loads`` prefetches of them by
+    dot.next_columns_head), else as n interleaved streams, short ones paying their start (short_columns),
+    with ``plan``'s prefetches (prefetch_plan) in every column."""
     fmt, (_, _, k, n) = op.b.dtype, op.iter_shape
     scale_lines = ceil(n * k * fmt.scale_bytes / 64) if op.b.level == Level.GL else 0
     feats = lines_read(op.a) + Features.of(gl_line=scale_lines)
+    if next_loads is not None:
+        return feats + lines_read(op.b) + Features.of(vec_load=next_loads)
     if streamed:
         return feats + stream_reads(op.b, k, n)
     return feats + short_columns(op, target) + prefetch_loads(plan, n) + streams_read(op.b, n)
@@ -159,11 +162,11 @@ def prefetch_plan(b, k: int, W: int, u: int, target, rows: int = 1) -> tuple[int
     cache, or prefetch_bytes 0."""
     fmt = b.dtype
     G = group_size(fmt, k)
-    full, rolled = G // W, _rolled(fmt, G, W)
-    if b.level != Level.GL or not target.costs.prefetch_bytes or not (rolled or fmt.group > 1):
+    full, loop = G // W, rolled(fmt, G, W)
+    if b.level != Level.GL or not target.costs.prefetch_bytes or not (loop or fmt.group > 1):
         return 0, False, ()
-    trips, values = (k // G * (full // u), u * W) if rolled else (k // G, G)
-    return trips, rolled, prefetch_offsets(target, values * fmt.bytes, rows)
+    trips, values = (k // G * (full // u), u * W) if loop else (k // G, G)
+    return trips, loop, prefetch_offsets(target, values * fmt.bytes, rows)
 
 
 def prefetch_loads(plan, cols: int) -> Features:
@@ -287,7 +290,7 @@ def chunk_loop(lw, fmt, G: int, u: int, chunk, W: int | None = None, head=None) 
     per trip, the rest unrolled; head(trip's first value), if given, at the start of every trip."""
     W = W or lw.W
     full, tail = divmod(G, W)
-    if not _rolled(fmt, G, W):
+    if not rolled(fmt, G, W):
         for c, e0 in enumerate(range(0, G, W)):
             chunk(e0, c % u, min(W, G - e0))
         return
@@ -305,7 +308,7 @@ def chunk_loop(lw, fmt, G: int, u: int, chunk, W: int | None = None, head=None) 
         chunk(full * W, full % u, tail)
 
 
-def _rolled(fmt, G: int, W: int) -> bool:
+def rolled(fmt, G: int, W: int) -> bool:
     """Whether chunk_loop rolls a group of G values, W at a time, into a loop (else it unrolls the chunks)."""
     return not fmt.block and -(-G // W) > _MAX_UNROLLED_CHUNKS
 

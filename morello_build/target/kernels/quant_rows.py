@@ -7,8 +7,12 @@ ISA helper, quant.widen_call) and FMA'd into m accumulators, one per row of A (a
 and bf16 B). Formats with several groups along K multiply the widened chunk by its group's scale (one
 multiply shared by the m rows: exact values times the scale, rounded once, as the reference's
 dequantized weight is), so the accumulators run across groups; one group (per-channel scales) scales the
-sums at the end. Per chunk: n B loads and widenings, m A loads, m·n FMAs; m·n horizontal sums. B's
-columns streamed from main memory are prefetched as dot_quant prefetches them (quant.prefetch_plan).
+sums at the end. Per chunk: n B loads and widenings, m A loads (each kept in a register for the n
+columns: rows.py), m·n FMAs; m·n horizontal sums. B's columns streamed from main memory are prefetched as
+dot_quant prefetches them (quant.prefetch_plan; several groups: the next columns a share per group,
+step_slots), except several columns of one group (no scales, or per channel) in a rolled loop: there each
+trip brings into L2 its share of the next kernel's columns, as rows.py's kernels do (dot.next_columns_head),
+so that B is read as one stream.
 """
 
 from __future__ import annotations
@@ -16,9 +20,10 @@ from __future__ import annotations
 from math import ceil
 
 from morello_build.ir.formats import is_format
+from morello_build.ir.spec import Level
 from morello_build.synth.cost import Features
 from morello_build.target.kernels.common import F32, KernelDef, check_dot_operands, pairwise_sum
-from morello_build.target.kernels.dot import dot_shape
+from morello_build.target.kernels.dot import dot_shape, next_columns_head, next_columns_lines
 from morello_build.target.kernels.quant import (
     chunk_loop,
     column_pointers,
@@ -27,6 +32,7 @@ from morello_build.target.kernels.quant import (
     group_size,
     prefetch_head,
     prefetch_plan,
+    rolled,
     scale_features,
     scale_vector,
     widen_features,
@@ -82,8 +88,21 @@ def _cost(op, target):
         hsum=m * n,
         loop_iter=groups if groups > 1 else 0,
     )
-    streamed = streams_by_group(op.b, k, target)
-    return feats + scale_features(fmt, n, groups) + column_reads(op, target, streamed, _prefetch_plan(op, target))
+    feats += scale_features(fmt, n, groups)
+    if trips := _next_columns_trips(op, target):
+        loads = n * trips * -(-next_columns_lines(op.b, k) // trips)
+        return feats + column_reads(op, target, False, (0, False, ()), next_loads=loads)
+    return feats + column_reads(op, target, streams_by_group(op.b, k, target), _prefetch_plan(op, target))
+
+
+def _next_columns_trips(op, target) -> int:
+    """The trips of the rolled chunk loop whose heads prefetch the next n columns (dot.next_columns_head):
+    several columns of one group (no scales, or per channel) from main memory, prefetching on; else 0."""
+    fmt, (_, m, k, n) = op.b.dtype, op.iter_shape
+    W = target.lanes
+    if n < 2 or group_size(fmt, k) != k or op.b.level != Level.GL or not target.costs.prefetch_bytes:
+        return 0
+    return k // W // _accumulators(m, n, k, W) if rolled(fmt, k, W) else 0
 
 
 def _prefetch_plan(op, target):
@@ -121,7 +140,12 @@ def _emit(lw, node, binds) -> None:
         _chunks(lw, fmt, accs, aps, cols, terms, g, G, scaled=groups > 1, head=trip_head, slots=slots)
         return terms
 
-    per_group = group_loop(lw, fmt, k, prefetch_head(lw, _prefetch_plan(node.spec.op, lw.target), bps), group)
+    if trips := _next_columns_trips(node.spec.op, lw.target):  # the rolled loop's first value, in B's elements
+        u_elems = fmt.storage_elems(u * W)
+        prefetch = next_columns_head(lw, b, bps, n, k, u_elems, trips), True
+    else:
+        prefetch = prefetch_head(lw, _prefetch_plan(node.spec.op, lw.target), bps)
+    per_group = group_loop(lw, fmt, k, prefetch, group)
     for i in range(m):
         for j in range(n):
             total = pairwise_sum(lw, accs[i][j])
@@ -168,7 +192,8 @@ def _chunks(lw, fmt, accs, aps, cols, per_group, g: str, G: int, scaled: bool, h
                 lw.emit(stmt)
         for i, ap in enumerate(aps):
             av = lw.fresh("av")
-            lw.emit(f"const {vt} {av} = {v}::load_f32({ap} + {aoff}, {cnt});")
+            a_load = f"{v}::load_f32({ap} + {aoff}, {cnt})"
+            lw.emit(f"const {vt} {av} = {f'{v}::keep({a_load})' if len(cols) > 1 else a_load};")  # once for n columns
             for j, bv in enumerate(bvs):
                 lw.emit(f"{accs[i][j][s]} = {v}::fma({av}, {bv}, {accs[i][j][s]});")
 
