@@ -173,3 +173,26 @@ def test_rows_kernels_of_several_columns_prefetch_the_next_ones(spec, kernel, co
     assert lines == set(range(-(-col_bytes // 64)))
     feats = t.kernel(kernel).cost(node.spec.op, t)
     assert not feats.get("gl_interleaved") and feats.get("vec_load") >= trips * cols
+
+
+def test_dot_kernels_of_a_k_tile_prefetch_the_next_columns():
+    """A GEMV split along K: the dot kernel's columns are k tiles of longer ones, so its own-stream prefetches
+    would fetch the part a later k trip reads; it prefetches into L2 the next kernel's tiles instead, every
+    line of them (dot.b_prefetch_head); the unsplit program keeps the own-stream prefetches."""
+    import re
+
+    t, spec = get_target("avx512", threads=1), "matmul 1x2048x64 b=bf16:col serial"
+    split = emit_header(parse_spec(spec), S.split(spec, 512, target=t, body=lambda s: S.synthesize(s, t)), t)
+    whole = emit_header(parse_spec(spec), S.synthesize(spec, t), t)
+    assert "::prefetch(bp" in whole and "prefetch_l2_here(bp" not in whole
+    assert "::prefetch(bp" not in split
+    loops = {
+        v: (int(end) // int(step), int(step))
+        for v, end, step in re.findall(r"for \(ix (ch\d+) = 0; \1 < (\d+); \1 \+= (\d+)\)", split)
+    }
+    exprs = re.findall(r"prefetch_l2_here\(bp\d+, (\d+) \+ \((.*)\) \* 64\);", split)
+    assert exprs and {int(ahead) for ahead, _ in exprs} == {2048 * 2 * 1}  # the next column (1 a kernel)
+    for var, (trips, step) in loops.items():  # the peeled first k tile's kernel loop and the others'
+        mine = [e for _, e in exprs if var in e]
+        lines = {eval(e.replace("/", "//").replace(var, str(i * step))) for i in range(trips) for e in mine}
+        assert lines == set(range(512 * 2 // 64)), var

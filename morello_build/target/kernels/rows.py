@@ -148,7 +148,7 @@ def _emit(lw, node, binds) -> None:
     if _streams_next(node.spec.op, lw.target) and trips:
         head = next_columns_head(lw, b, bps, n, k, u, trips)
     else:
-        head = b_prefetch_head(lw, node, bps, W, u, rows=m)
+        head = b_prefetch_head(lw, node, binds, bps, W, u, rows=m)
     chunks(lw, full, u, body, head)
     if tail:
         body(str(full), 0, tail)
