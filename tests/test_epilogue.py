@@ -44,6 +44,10 @@ PAIR_KERNEL_SPECS = (
     "gated 1x69x5 b=bf16:col bias act=gelu",  # dot_bf16_widen_pair
     "gated 1x68x3 b=f32:col act=silu",  # dot_f32_pair
     "gated 1x48x4 a=bf16 b=bf16:col act=relu",  # dot_bf16_dp_pair on avx512_bf16
+    # small batches: dot_*_rows_pair (M rows x a column of B1 and one of B2, each A chunk loaded once for both;
+    # several columns from main memory: the next ones prefetched into L2)
+    "gated 5x400x4 b=bf16:col act=relu",
+    "gated 3x300x10 b=f32:col act=silu",
 )
 U = 2.0**-24
 
@@ -173,6 +177,10 @@ def test_pair_kernel_specs_use_the_pair_kernels():
         assert kernel in {n.name for n in walk(impl) if isinstance(n, Kernel)}
     _, _, impl = _program(PAIR_KERNEL_SPECS[1], "avx2")
     assert "dot_f32_pair" in {n.name for n in walk(impl) if isinstance(n, Kernel)}
+    for spec, kernel in zip(PAIR_KERNEL_SPECS[3:], ("dot_bf16_rows_pair", "dot_f32_rows_pair")):
+        user, target, impl = _program(spec, "avx512")
+        assert kernel in {n.name for n in walk(impl) if isinstance(n, Kernel)}, spec
+        assert "prefetch_l2_here(bp" in emit_header(user, impl, target, name="k"), spec
 
 
 def test_pair_kernels_prefetch_their_b_columns_from_main_memory():

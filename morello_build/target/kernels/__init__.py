@@ -50,6 +50,8 @@ CATALOG: tuple[KernelDef, ...] = (
     dot.DOT_BF16_DP_PAIR,
     rows.DOT_F32_ROWS,
     rows.DOT_BF16_ROWS,
+    rows.DOT_F32_ROWS_PAIR,
+    rows.DOT_BF16_ROWS_PAIR,
     quant_lut.DOT_QUANT_LUT,
     quant.DOT_QUANT,
     quant_rows.DOT_QUANT_ROWS,

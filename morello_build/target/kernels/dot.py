@@ -24,24 +24,24 @@ from morello_build.target.kernels.common import (
 )
 
 
-def _bs_cs(op):
+def bs_cs(op):
     """The B operands a dot kernel reads and the C operands it writes: one each, or the pair's two."""
     return ((op.b1, op.b2), (op.c1, op.c2)) if op.kind == "pair" else ((op.b,), (op.c,))
 
 
-def _columns(op) -> int:
-    return op.iter_shape[3] * len(_bs_cs(op)[0])
+def dot_columns(op) -> int:
+    return op.iter_shape[3] * len(bs_cs(op)[0])
 
 
 def dot_shape(op, target, max_cols: int, rows: range = range(1, 2)) -> bool:
     """The operands a dot kernel family reads and writes: ``rows`` rows of A (one, or a few for the rows
     kernels), at most ``max_cols`` columns of B, in f32 registers of C, streamed from memory."""
     b, m, k, n = op.iter_shape
-    bs, cs = _bs_cs(op)
+    bs, cs = bs_cs(op)
     return (
         b == 1
         and m in rows
-        and _columns(op) <= max_cols
+        and dot_columns(op) <= max_cols
         and op.accum
         and target.lanes >= 8
         and all(c.level == Level.RF and c.dtype == F32 for c in cs)
@@ -50,14 +50,14 @@ def dot_shape(op, target, max_cols: int, rows: range = range(1, 2)) -> bool:
     )
 
 
-def _b_dtype(op):
-    return _bs_cs(op)[0][0].dtype
+def b_dtype(op):
+    return bs_cs(op)[0][0].dtype
 
 
-def _b_streams(op, target) -> Features:
+def b_streams(op, target) -> Features:
     """B's lines, read as interleaved streams: one per column of every B (the pair's one column of B1
     beside one of B2: two streams of separate operands), and the pair's prefetches (one load each)."""
-    bs, cols = _bs_cs(op)[0], _columns(op)
+    bs, cols = bs_cs(op)[0], dot_columns(op)
     separate = len(bs) == 2 and op.iter_shape[3] == 1
     streams = sum((streams_read(x, cols, separate) for x in bs), Features.of())
     return streams + Features.of(vec_load=sum(x.lines() for x in _prefetched(op, target)))
@@ -70,7 +70,7 @@ def _prefetched(op, target) -> tuple:
     2% slower with the prefetches, bf16 1x2048x16384 5-8% faster; Zen 3)."""
     if not target.costs.prefetch_bytes:
         return ()
-    return tuple(b for b in _bs_cs(op)[0] if b.level == Level.GL and b.dtype != F32)
+    return tuple(b for b in bs_cs(op)[0] if b.level == Level.GL and b.dtype != F32)
 
 
 def b_prefetch_head(lw, node, binds, bps, chunk_elems: int, u: int, rows: int = 1):
@@ -84,7 +84,7 @@ def b_prefetch_head(lw, node, binds, bps, chunk_elems: int, u: int, rows: int = 
     if not bs:
         return None
     (_, _, k, n), size = op.iter_shape, bs[0].dtype.bytes
-    cols = [bp for bp, (b, _) in zip(bps, [(b, j) for b in _bs_cs(op)[0] for j in range(n)]) if b in bs]
+    cols = [bp for bp, (b, _) in zip(bps, [(b, j) for b in bs_cs(op)[0] for j in range(n)]) if b in bs]
     trips, b = loop_trips(k // chunk_elems, u), binds[1]  # B (the pair's B1: B2 is laid out alike)
     if trips and (lw.step(b, (0, 0, 0), (0, 0, 1)) or 0) > k:
         return next_columns_head(lw, b, cols, n, k, u, trips)
@@ -170,7 +170,7 @@ def _vector_regs(kind: str):
     """The registers a dot kernel of ``kind`` occupies: its accumulators and its temporaries."""
 
     def regs(op, target) -> int:
-        k, n = op.iter_shape[2], _columns(op)
+        k, n = op.iter_shape[2], dot_columns(op)
         return n * _accumulators(k, n, target.lanes, kind) + _FLAVOURS[kind][2]
 
     return regs
@@ -234,15 +234,15 @@ def _f32_applies(op, target):
     return (
         dot_shape(op, target, _max_dot_cols(target, 1))
         and op.a.dtype == F32
-        and _b_dtype(op) == F32
+        and b_dtype(op) == F32
         and op.a.unit_stride(2)
     )
 
 
 def _f32_cost(op, target):
-    k, n = op.iter_shape[2], _columns(op)
+    k, n = op.iter_shape[2], dot_columns(op)
     steps = ceil(k / target.lanes)
-    return Features.of(vec_fma=steps * n, vec_load=steps * (n + 1), hsum=n) + lines_read(op.a) + _b_streams(op, target)
+    return Features.of(vec_fma=steps * n, vec_load=steps * (n + 1), hsum=n) + lines_read(op.a) + b_streams(op, target)
 
 
 def _f32_emit(lw, node, binds) -> None:
@@ -281,18 +281,18 @@ def _widen_applies(op, target):
     return (
         dot_shape(op, target, _max_dot_cols(target, 2))
         and op.a.dtype == F32
-        and _b_dtype(op) == BF16
+        and b_dtype(op) == BF16
         and interleaved_for(op.a, target.lanes)
     )
 
 
 def _widen_cost(op, target):
-    k, n = op.iter_shape[2], _columns(op)
+    k, n = op.iter_shape[2], dot_columns(op)
     steps = ceil(k / (2 * target.lanes))
     return (
         Features.of(vec_load=steps * (2 + n), vec_op=steps * n * 2 + n, vec_fma=steps * n * 2, hsum=n)
         + lines_read(op.a)
-        + _b_streams(op, target)
+        + b_streams(op, target)
     )
 
 
@@ -366,15 +366,15 @@ def _dp_applies(op, target):
     return (
         dot_shape(op, target, _max_dot_cols(target, 1))
         and op.a.dtype == BF16
-        and _b_dtype(op) == BF16
+        and b_dtype(op) == BF16
         and op.a.unit_stride(2)
     )
 
 
 def _dp_cost(op, target):
-    k, n = op.iter_shape[2], _columns(op)
+    k, n = op.iter_shape[2], dot_columns(op)
     steps = ceil(k / (2 * target.lanes))
-    return Features.of(vec_load=steps * (1 + n), vec_fma=steps * n, hsum=n) + lines_read(op.a) + _b_streams(op, target)
+    return Features.of(vec_load=steps * (1 + n), vec_fma=steps * n, hsum=n) + lines_read(op.a) + b_streams(op, target)
 
 
 def _dp_emit(lw, node, binds) -> None:

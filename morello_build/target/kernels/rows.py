@@ -23,11 +23,14 @@ from __future__ import annotations
 from math import ceil
 
 from morello_build.ir.spec import Level
-from morello_build.synth.cost import Features, lines_read, runs_per_set, streams_read
+from morello_build.synth.cost import Features, interleaved_lines, lines_read, runs_per_set
 from morello_build.target.kernels.common import BF16, F32, KernelDef, check_dot_operands, pairwise_sum
 from morello_build.target.kernels.dot import (
+    b_dtype,
     b_prefetch_head,
+    bs_cs,
     chunks,
+    dot_columns,
     dot_shape,
     loop_trips,
     next_columns_head,
@@ -49,8 +52,9 @@ def _accumulators(m: int, n: int, k: int, lanes: int) -> int:
 
 
 def _regs(op, target) -> int:
-    _, m, k, n = op.iter_shape
-    return m * n * _accumulators(m, n, k, target.lanes) + n + _TEMPS - 1
+    _, m, k, _ = op.iter_shape
+    cols = dot_columns(op)
+    return m * cols * _accumulators(m, cols, k, target.lanes) + cols + _TEMPS - 1
 
 
 def sets_hold_rows(a, n: int, target) -> bool:
@@ -61,72 +65,76 @@ def sets_hold_rows(a, n: int, target) -> bool:
     return per_set + n <= target.l1_ways
 
 
-def _applies_for(b_dtype):
+def _applies_for(kind: str, dtype):
     def applies(op, target) -> bool:
-        if op.kind != "matmul":
+        if op.kind != kind:
             return False
-        _, _, k, n = op.iter_shape
+        k = op.iter_shape[2]
         return (
             dot_shape(op, target, _MAX_COLS, rows=range(2, MAX_ROWS + 1))
             and op.a.dtype == F32
             and (k == 1 or op.a.tile((1, 1, k)).unit_stride(2))  # each row of A dense along K
-            and op.b.dtype == b_dtype
+            and b_dtype(op) == dtype
             and _regs(op, target) <= target.vector_regs
-            and sets_hold_rows(op.a, n, target)
+            and sets_hold_rows(op.a, dot_columns(op), target)
         )
 
     return applies
 
 
 def _cost(op, target):
-    _, m, k, n = op.iter_shape
-    steps = ceil(k / target.lanes)
-    widen = _WIDEN[op.b.dtype]
+    _, m, k, _ = op.iter_shape
+    cols, steps = dot_columns(op), ceil(k / target.lanes)
     feats = Features.of(
-        vec_load=steps * (m + n),
-        vec_op=steps * n * widen + m * n * (_accumulators(m, n, k, target.lanes) - 1),
-        vec_fma=steps * m * n,
-        hsum=m * n,
+        vec_load=steps * (m + cols),
+        vec_op=steps * cols * _WIDEN[b_dtype(op)] + m * cols * (_accumulators(m, cols, k, target.lanes) - 1),
+        vec_fma=steps * m * cols,
+        hsum=m * cols,
     )
     return feats + lines_read(op.a) + _b_reads(op, target)
 
 
 def _streams_next(op, target) -> bool:
-    """Several columns from main memory (f32 too: 2x2048x8192, Zen 4, 4.8 -> 2.9 ms), prefetching on: the
-    next n columns into L2, B read as one stream; else dot.py's prefetches (bf16 only: dot._prefetched), B
-    read as n interleaved streams."""
-    return op.iter_shape[3] > 1 and op.b.level == Level.GL and bool(target.costs.prefetch_bytes)
+    """Several columns from main memory (f32 too: 2x2048x8192, Zen 4, 4.8 -> 2.9 ms; the pair's one column
+    of B1 beside one of B2 too), prefetching on: each B's next n columns into L2, each B read as one
+    stream; else dot.py's prefetches (bf16 only: dot._prefetched), B read as interleaved streams."""
+    bs = bs_cs(op)[0]
+    return dot_columns(op) > 1 and all(b.level == Level.GL for b in bs) and bool(target.costs.prefetch_bytes)
 
 
 def _b_reads(op, target) -> Features:
     """B's lines and the prefetches (a load each): dot.py's, once per trip of the chunk loop (dot.loop_trips),
-    or the next columns' (dot.next_columns_lines per column and trip)."""
+    or the next columns' (dot.next_columns_lines per column and trip), else interleaved streams (the gated
+    pair's one column of B1 beside one of B2: two streams of separate operands, as its dot kernels)."""
     _, m, k, n = op.iter_shape
-    u = _accumulators(m, n, k, target.lanes)
+    bs, cols = bs_cs(op)[0], dot_columns(op)
+    u = _accumulators(m, cols, k, target.lanes)
     trips = loop_trips(k // target.lanes, u)
+    lines = sum((lines_read(b) for b in bs), Features.of())
     if _streams_next(op, target) and trips:
-        per = -(-next_columns_lines(op.b, k) // trips)
-        return lines_read(op.b) + Features.of(vec_load=n * trips * per)
-    trip_bytes = u * target.lanes * op.b.dtype.bytes
-    return streams_read(op.b, n) + prefetch_loads(op, target, trips, trip_bytes)
+        return lines + Features.of(vec_load=cols * trips * -(-next_columns_lines(bs[0], k) // trips))
+    streams = sum((interleaved_lines(b, cols, len(bs) == 2 and n == 1) for b in bs), Features.of())
+    return lines + streams + prefetch_loads(op, target, trips, u * target.lanes * bs[0].dtype.bytes)
 
 
 def _emit(lw, node, binds) -> None:
-    a, b, c = binds
+    a, half = binds[0], (len(binds) - 1) // 2
+    bs, cs = binds[1 : 1 + half], binds[1 + half :]  # (b, c) or the pair's (b1, b2, c1, c2)
     _, m, k, n = node.spec.op.iter_shape
-    check_dot_operands(lw, "dot rows kernel", a, (b,), (c,), m, k, n)
+    check_dot_operands(lw, "dot rows kernel", a, bs, cs, m, k, n)
     vt, v, W = lw.target.vtype, lw.v, lw.W
-    u = _accumulators(m, n, k, W)
-    load = "load_f32" if b.dtype == F32 else "load_bf16"
+    cols, outs = [(b, j) for b in bs for j in range(n)], [(c, j) for c in cs for j in range(n)]
+    u = _accumulators(m, len(cols), k, W)
+    f32 = bs[0].dtype == F32
     lw.open("{")
-    lw.emit(f"// {node.name}: {m} row(s) x {n} column(s), K = {k}, {u} accumulator(s) each")
-    accs = [[[lw.fresh("acc") for _ in range(u)] for _ in range(n)] for _ in range(m)]
+    lw.emit(f"// {node.name}: {m} row(s) x {len(cols)} column(s), K = {k}, {u} accumulator(s) each")
+    accs = [[[lw.fresh("acc") for _ in range(u)] for _ in cols] for _ in range(m)]
     lw.emit(f"{vt} " + ", ".join(f"{x} = {v}::zero()" for r in accs for col in r for x in col) + ";")
     aps = [lw.fresh("ap") for _ in range(m)]
     for i, ap in enumerate(aps):
         lw.emit(f"const float* {ap} = {lw.ptr(a, (0, i, 0))};")
-    bps = [lw.fresh("bp") for _ in range(n)]
-    for j, bp in enumerate(bps):
+    bps = [lw.fresh("bp") for _ in cols]
+    for bp, (b, j) in zip(bps, cols):
         lw.emit(f"const {b.dtype.ctype}* {bp} = {lw.ptr(b, (0, 0, j))};")
 
     def body(chunk: str, s: int, cnt: int = W):
@@ -134,11 +142,11 @@ def _emit(lw, node, binds) -> None:
         bvs = []
         for bp in bps:  # each B chunk loaded (and widened) once for all m rows
             bvs.append(lw.fresh("bv"))
-            b_load = f"{v}::{load}({bp} + {off}, {cnt})"
-            lw.emit(f"const {vt} {bvs[-1]} = {f'{v}::keep({b_load})' if m > 1 and b.dtype == F32 else b_load};")
+            b_load = f"{v}::{'load_f32' if f32 else 'load_bf16'}({bp} + {off}, {cnt})"
+            lw.emit(f"const {vt} {bvs[-1]} = {f'{v}::keep({b_load})' if m > 1 and f32 else b_load};")
         for i, ap in enumerate(aps):
             av, a_load = lw.fresh("av"), f"{v}::load_f32({ap} + {off}, {cnt})"
-            lw.emit(f"const {vt} {av} = {f'{v}::keep({a_load})' if n > 1 else a_load};")  # once for n columns
+            lw.emit(f"const {vt} {av} = {f'{v}::keep({a_load})' if len(bvs) > 1 else a_load};")  # once for all columns
             for j, bv in enumerate(bvs):
                 acc = accs[i][j][s]
                 lw.emit(f"{acc} = {v}::fma({av}, {bv}, {acc});")
@@ -146,24 +154,24 @@ def _emit(lw, node, binds) -> None:
     full, tail = divmod(k, W)
     trips = loop_trips(full, u)
     if _streams_next(node.spec.op, lw.target) and trips:
-        head = next_columns_head(lw, b, bps, n, k, u, trips)
+        head = next_columns_head(lw, bs[0], bps, n, k, u, trips)  # the pair's B2 is laid out as B1
     else:
         head = b_prefetch_head(lw, node, binds, bps, W, u, rows=m)
     chunks(lw, full, u, body, head)
     if tail:
         body(str(full), 0, tail)
     for i in range(m):
-        for j in range(n):
-            lw.emit(f"{lw.elem(c, (0, i, j))} += {v}::hsum({pairwise_sum(lw, accs[i][j])});")
+        for j, (c, col) in enumerate(outs):
+            lw.emit(f"{lw.elem(c, (0, i, col))} += {v}::hsum({pairwise_sum(lw, accs[i][j])});")
     lw.close()
 
 
-def _record(name: str, b_dtype, what: str) -> KernelDef:
+def _record(name: str, kind: str, dtype, what: str) -> KernelDef:
     return KernelDef(
         name=name,
-        kind="matmul",
+        kind=kind,
         vector=True,
-        applies=_applies_for(b_dtype),
+        applies=_applies_for(kind, dtype),
         cost=_cost,
         emit=_emit,
         doc=f"m rows of f32 A (2..{MAX_ROWS}) times n {what} B columns: each B chunk loaded once for all rows",
@@ -171,5 +179,9 @@ def _record(name: str, b_dtype, what: str) -> KernelDef:
     )
 
 
-DOT_F32_ROWS = _record("dot_f32_rows", F32, "f32")
-DOT_BF16_ROWS = _record("dot_bf16_rows", BF16, "bf16 (widened once per chunk)")
+DOT_F32_ROWS = _record("dot_f32_rows", "matmul", F32, "f32")
+DOT_BF16_ROWS = _record("dot_bf16_rows", "matmul", BF16, "bf16 (widened once per chunk)")
+# The gated pair's (C1 += A·B1, C2 += A·B2): n columns of B1 and of B2 in one loop, each A chunk loaded once
+# for all of them, where SplitPair ran two kernels that each loaded A again.
+DOT_F32_ROWS_PAIR = _record("dot_f32_rows_pair", "pair", F32, "f32 B1 and B2")
+DOT_BF16_ROWS_PAIR = _record("dot_bf16_rows_pair", "pair", BF16, "bf16 B1 and B2 (widened once per chunk)")
