@@ -69,6 +69,10 @@ GATED = [
     "gated 1x64x5 b=q8_0 bias",
     "gated 2x64x3 b=i4:col group=32 scales=f32 act=silu",
     "gated 1x96x7 b=i4:col group=32 scales=bf16 zero bias",
+    # small batches: dot_quant_rows_pair (a column of B1 beside one of B2 per kernel, A loaded once for both;
+    # several groups: each B's next columns a share per group; one group: the next columns a share per trip)
+    "gated 4x288x5 b=i4:col group=32 scales=f16 zero",
+    "gated 3x400x5 b=f16:col act=silu",
 ]
 PAIR_KERNEL = (GATED[0], GATED[2])
 
@@ -237,7 +241,7 @@ def _headers(isa: str):
         if isa != "scalar" and not (LUT_KERNEL in out[-1] and "avx512" in isa):
             # small batches run the rows kernel (its comment is in the kernel's code); on AVX-512 4-bit weights
             # may run dot_quant_lut row by row instead (test_quant_lut.py)
-            assert (f"// {ROWS_KERNEL}:" in out[-1]) == (user.m > 1), (text, isa)
+            assert (f"// {ROWS_KERNEL}" in out[-1]) == (user.m > 1), (text, isa)  # or its _pair form
     return tuple(out)
 
 
@@ -360,6 +364,16 @@ def test_i4_gemv_widens_two_vectors_per_load(isa):
 
 
 # -- dot_quant_rows forced by the scheduling API ---------------------------------------------------------
+def test_small_batch_gated_pairs_run_the_rows_pair_kernel():
+    from morello_build.ir.impl import Kernel, walk
+
+    for text in GATED[3:]:
+        target = get_target("avx512", threads=2)
+        impl = _synthesize(text, target)
+        assert "dot_quant_rows_pair" in {n.name for n in walk(impl) if isinstance(n, Kernel)}, text
+        assert "prefetch_l2_here(" in emit_header(parse_spec(text), impl, target, name="k"), text
+
+
 @pytest.mark.parametrize("isa", ["avx2", "avx512"])
 def test_forced_rows_program_runs_the_rows_kernel(isa):
     from morello_build.ir.impl import Kernel, walk

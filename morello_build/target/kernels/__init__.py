@@ -55,6 +55,7 @@ CATALOG: tuple[KernelDef, ...] = (
     quant_lut.DOT_QUANT_LUT,
     quant.DOT_QUANT,
     quant_rows.DOT_QUANT_ROWS,
+    quant_rows.DOT_QUANT_ROWS_PAIR,
     quant_pair.DOT_QUANT_PAIR,
     quant_int4.DOT_INT4_VNNI,
     quant_int4_zmm.DOT_INT4_VNNI512,
