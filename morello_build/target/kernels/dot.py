@@ -96,6 +96,11 @@ def next_columns_lines(b, k: int) -> int:
     return max(1, ceil(k * b.dtype.bytes / 64))
 
 
+def next_columns_loads(b, k: int, cols: int, trips: int) -> Features:
+    """next_columns_head's prefetches for ``cols`` columns of B over ``trips`` trips: a load each."""
+    return Features.of(vec_load=cols * trips * -(-next_columns_lines(b, k) // trips))
+
+
 def next_columns_head(lw, b, bps, n: int, k: int, per_trip: int, trips: int):
     """A loop head (head(first): ``first`` a C expression, ``per_trip`` of its units a trip, ``trips``
     trips) prefetching into L2, for each of the kernel's n columns, the column n after it (the next kernel's

@@ -129,7 +129,7 @@ def _cost(op, target, cols: int | None = None):
     return feats + scale_features(fmt, n, groups) + column_reads(op, target, streamed, _prefetches(op, target, cols))
 
 
-def column_reads(op, target, streamed: bool, plan, next_loads: int | None = None) -> Features:
+def column_reads(op, target, streamed: bool, plan, next_loads: Features | None = None) -> Features:
     """A's lines and B's, its separate scales' included: B's n columns as one stream (``streamed``:
     stream_reads, the next columns prefetched a share per group; or ``next_loads`` prefetches of them by
     dot.next_columns_head), else as n interleaved streams, short ones paying their start (short_columns),
@@ -138,7 +138,7 @@ def column_reads(op, target, streamed: bool, plan, next_loads: int | None = None
     scale_lines = ceil(n * k * fmt.scale_bytes / 64) if op.b.level == Level.GL else 0
     feats = lines_read(op.a) + Features.of(gl_line=scale_lines)
     if next_loads is not None:
-        return feats + lines_read(op.b) + Features.of(vec_load=next_loads)
+        return feats + lines_read(op.b) + next_loads
     if streamed:
         return feats + stream_reads(op.b, k, n)
     return feats + short_columns(op, target) + prefetch_loads(plan, n) + streams_read(op.b, n)

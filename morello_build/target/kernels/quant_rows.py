@@ -31,7 +31,7 @@ from morello_build.target.kernels.dot import (
     dot_columns,
     dot_shape,
     next_columns_head,
-    next_columns_lines,
+    next_columns_loads,
 )
 from morello_build.target.kernels.quant import (
     chunk_loop,
@@ -110,7 +110,7 @@ def _cost(op, target):
     trips, singles = _next_columns_trips(op, target), _singles(op)
     for one in singles:  # each B's columns (and A, once: below)
         if trips:
-            loads = one.iter_shape[3] * trips * -(-next_columns_lines(one.b, k) // trips)
+            loads = next_columns_loads(one.b, k, one.iter_shape[3], trips)
             feats += column_reads(one, target, False, (0, False, ()), next_loads=loads)
         else:
             feats += column_reads(one, target, streams_by_group(one.b, k, target), _prefetch_plan(op, one.b, target))

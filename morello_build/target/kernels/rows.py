@@ -34,7 +34,7 @@ from morello_build.target.kernels.dot import (
     dot_shape,
     loop_trips,
     next_columns_head,
-    next_columns_lines,
+    next_columns_loads,
     prefetch_loads,
 )
 
@@ -104,7 +104,7 @@ def _streams_next(op, target) -> bool:
 
 def _b_reads(op, target) -> Features:
     """B's lines and the prefetches (a load each): dot.py's, once per trip of the chunk loop (dot.loop_trips),
-    or the next columns' (dot.next_columns_lines per column and trip), else interleaved streams (the gated
+    or the next columns' (dot.next_columns_loads), else interleaved streams (the gated
     pair's one column of B1 beside one of B2: two streams of separate operands, as its dot kernels)."""
     _, m, k, n = op.iter_shape
     bs, cols = bs_cs(op)[0], dot_columns(op)
@@ -112,7 +112,7 @@ def _b_reads(op, target) -> Features:
     trips = loop_trips(k // target.lanes, u)
     lines = sum((lines_read(b) for b in bs), Features.of())
     if _streams_next(op, target) and trips:
-        return lines + Features.of(vec_load=cols * trips * -(-next_columns_lines(bs[0], k) // trips))
+        return lines + next_columns_loads(bs[0], k, cols, trips)
     streams = sum((interleaved_lines(b, cols, len(bs) == 2 and n == 1) for b in bs), Features.of())
     return lines + streams + prefetch_loads(op, target, trips, u * target.lanes * bs[0].dtype.bytes)
 
