@@ -386,21 +386,10 @@ def test_rows_kernel_loads_each_shared_vector_once(isa, b, tmp_path):
     """A rows kernel over 4 rows and 2 columns loads each A chunk once for both columns (and an f32 B chunk
     once for the 4 rows): no FMA takes a memory operand (GCC folded the loads into each FMA, an A load per
     column and chunk; 4x2048x256 bf16 with 3 columns a kernel on Zen 4 ran 2x slower warm)."""
-    from morello_build.synth import schedule as S
+    from tests.test_rows import _forced
 
-    spec, target = f"matmul 4x256x4 b={b}:col serial", get_target(isa)
-    impl = S.tile_out(
-        spec,
-        (4, 2),
-        target=target,
-        body=lambda s: S.move(
-            s,
-            "c",
-            "RF",
-            target=target,
-            body=lambda s2: S.to_accum(s2, target=target, body=lambda s3: S.select(s3, f"dot_{b}_rows", target)),
-        ),
-    )
+    spec = f"matmul 4x256x4 b={b}:col serial"
+    impl, target = _forced(spec, f"dot_{b}_rows", 2, isa)
     (tmp_path / "k.hpp").write_text(emit_header(parse_spec(spec), impl, target, name="k"))
     asm = _assembly(tmp_path, '#include "k.hpp"\nvoid (*volatile keep_it)(void* const*) = morello::k_call;\n')
     fmas = re.findall(r"\tvfmadd\w+\t[^\n]*", asm)

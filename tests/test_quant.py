@@ -377,17 +377,10 @@ def test_small_batch_gated_pairs_run_the_rows_pair_kernel():
 @pytest.mark.parametrize("isa", ["avx2", "avx512"])
 def test_forced_rows_program_runs_the_rows_kernel(isa):
     from morello_build.ir.impl import Kernel, walk
-    from morello_build.synth import schedule as S
+    from tests.test_rows import _forced
 
     text = "matmul 3x64x5 b=i4:col group=32 scales=bf16 zero"  # 5 columns: tiles of 2, a ragged one
-    t = get_target(isa, threads=1)
-
-    def in_registers(s):
-        return S.move(
-            s, "c", "RF", target=t, body=lambda s: S.to_accum(s, target=t, body=lambda s: S.select(s, ROWS_KERNEL, t))
-        )
-
-    impl = S.tile_out(text, (3, 2), target=t, body=in_registers)
+    impl, t = _forced(text, ROWS_KERNEL, 2, isa)
     assert {n.name for n in walk(impl) if isinstance(n, Kernel)} >= {ROWS_KERNEL}
     u, a, arrays, want, bound = _case(text, 3)
     fmt = u.dtypes[1]
