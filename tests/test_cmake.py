@@ -256,7 +256,7 @@ def _build_two_kernels(venv: Venv, tmp_path: Path, generator="Ninja", *args):
     src, b, env = projects / "two_kernels", tmp_path / "build", venv.env()
     configure(src, b, env, generator, *args)
     first = build(b, env)
-    assert sorted(synthesized(first.stdout)) == ["disp", "gemv", "small", "wi8", "wq4"], first.stdout
+    assert sorted(synthesized(first.stdout)) == ["disp", "gemv", "gq8", "small", "wi8", "wq4"], first.stdout
     return src, b, env
 
 
@@ -270,8 +270,9 @@ def test_rebuild_only_what_changed(fresh_venv, tmp_path):
     src, b, env = _build_two_kernels(fresh_venv, tmp_path)
     tests = run(["ctest", "--test-dir", b, "--output-on-failure"], env=env)
     assert "100% tests passed" in tests.stdout and "disp_test" in tests.stdout, tests.stdout
-    # Weight formats of B (q4_0; i8 with f16 group scales and zero points): their TESTs pass (or skip: 77).
-    for kernel in ("wq4", "wi8"):
+    # Weight formats of B (q4_0; i8 with f16 group scales and zero points; the gated pair with q8_0 and
+    # aquant=i8): their TESTs pass (or skip: 77).
+    for kernel in ("wq4", "wi8", "gq8"):
         fmt = run([b / f"{kernel}_test"], env=env, check=False)
         assert fmt.returncode in (0, 77) and "MISMATCH" not in fmt.stdout, fmt.stdout
     bench = run([b / "disp_benchmark", "--benchmark_min_time=0.001"], env=env)  # ISA dispatch + BENCHMARK
@@ -312,7 +313,7 @@ def test_rebuild_only_what_changed(fresh_venv, tmp_path):
     ).parent
     os.utime(pkg / "ir" / "spec.py", None)
     regen = build(b, env)
-    assert sorted(synthesized(regen.stdout)) == ["disp", "gemv", "small", "wi8", "wq4"], regen.stdout
+    assert sorted(synthesized(regen.stdout)) == ["disp", "gemv", "gq8", "small", "wi8", "wq4"], regen.stdout
     assert not compiled(regen.stdout), regen.stdout
     assert "ninja: no work to do." in build(b, env).stdout
 

@@ -421,7 +421,8 @@ def test_rows_kernels_of_several_columns_compute_the_product(isa, tmp_path):
 # -- the Python API ------------------------------------------------------------------------------------
 PY_SPECS = ["matmul 3x64x5 b=q4_0", "matmul 1x64x3 b=i8:col group=32 scales=f16 zero", "matmul 2x40x3 b=f16:col"]
 PY_GATED = "gated 2x64x3 b=i4:col group=32 scales=f32 act=silu"  # GATED[1]
-PY_AQUANT = "matmul 2x64x3 b=i4:col group=32 scales=f16 zero aquant=i8"  # checked by test_quant_int's helper
+PY_AQUANT = "matmul 2x64x3 b=i4:col group=32 scales=f16 zero aquant=i8"  # checked by test_quant_int's helpers
+PY_GATED_AQUANT = "gated 2x64x3 b=i4:col group=32 scales=f16 zero aquant=i8 act=silu bias"
 
 
 @pytest.mark.slow  # one extension (the binding object is shared with test_pyapi through the session cache)
@@ -429,10 +430,12 @@ PY_AQUANT = "matmul 2x64x3 b=i4:col group=32 scales=f16 zero aquant=i8"  # check
 def test_pyapi_takes_numpy_format_arrays(pyapi_cache_dir):
     pytest.importorskip("pybind11")
     from morello_build.tools import pyapi
-    from tests.test_quant_int import check_pyapi_aquant
+    from tests.test_quant_int import check_pyapi_aquant, check_pyapi_gated_aquant
 
-    *kernels, gated, aq = pyapi.compile_kernels(PY_SPECS + [PY_GATED, PY_AQUANT], isa="avx2", threads=1)
+    specs = PY_SPECS + [PY_GATED, PY_AQUANT, PY_GATED_AQUANT]
+    *kernels, gated, aq, gated_aq = pyapi.compile_kernels(specs, isa="avx2", threads=1)
     check_pyapi_aquant(aq, PY_AQUANT)
+    check_pyapi_gated_aquant(gated_aq, PY_GATED_AQUANT)
     u, a, arrays, _, want, tol = _gated_case(PY_GATED, 6)  # keywords b1_scales, b2_scales: per column
     terms = {name: x.reshape(u.n, -1) for name, x in arrays.items() if name not in ("b1", "b2")}
     got = gated(a[0], arrays["b1"].reshape(u.n, -1), arrays["b2"].reshape(u.n, -1), **terms)

@@ -195,19 +195,7 @@ class Lowerer:
         self.open("{")
         self.emit(f"// {node.label()}")
         level = buf.level
-        if level.is_register:
-            new = self.register_buffer(buf)
-        else:
-            root = self.fresh("buf")
-            n = buf.layout.buffer_elements(buf.shape)
-            padded = n > prod(buf.shape)  # zeroed padding: deterministic, sanitizer-clean
-            n = buf.dtype.storage_elems(n) if is_format(buf.dtype) else n  # quantized A's blocks (ir/aquant.py)
-            if level.alloc == Alloc.SCRATCH:  # too big for the stack of a pool's worker thread
-                self.emit(f"{self.rt}::Scratch<{buf.dtype.ctype}> {root}_owner({n}, {str(padded).lower()});")
-                self.emit(f"{buf.dtype.ctype}* const {root} = {root}_owner.data;")
-            else:
-                self.emit(f"alignas(64) {buf.dtype.ctype} {root}[{n}]{' = {}' if padded else ''};")
-            new = Binding(root, buf.shape, buf.layout, buf.dtype, level, (Affine(),) * 3, self.W, 0)
+        new = self.register_buffer(buf) if level.is_register else self.memory_buffer(buf)
         if level.is_register:
             self.register_scope += 1
         if node.load is not None:
@@ -218,6 +206,19 @@ class Lowerer:
         if level.is_register:
             self.register_scope -= 1
         self.close()
+
+    def memory_buffer(self, buf) -> Binding:
+        """Declare a buffer in memory (an L1 array on the stack, or a scratch block) for ``buf``."""
+        root = self.fresh("buf")
+        n = buf.layout.buffer_elements(buf.shape)
+        padded = n > prod(buf.shape)  # zeroed padding: deterministic, sanitizer-clean
+        n = buf.dtype.storage_elems(n) if is_format(buf.dtype) else n  # quantized A's blocks (ir/aquant.py)
+        if buf.level.alloc == Alloc.SCRATCH:  # too big for the stack of a pool's worker thread
+            self.emit(f"{self.rt}::Scratch<{buf.dtype.ctype}> {root}_owner({n}, {str(padded).lower()});")
+            self.emit(f"{buf.dtype.ctype}* const {root} = {root}_owner.data;")
+        else:
+            self.emit(f"alignas(64) {buf.dtype.ctype} {root}[{n}]{' = {}' if padded else ''};")
+        return Binding(root, buf.shape, buf.layout, buf.dtype, buf.level, (Affine(),) * 3, self.W, 0)
 
     def register_buffer(self, buf) -> Binding:
         """Declare a register buffer (VRF: an array of vectors, RF: of floats) for ``buf``."""
@@ -235,13 +236,15 @@ class Lowerer:
         a, b1, b2, c = binds
         self.open("{")
         self.emit(f"// {node.label()}")
-        acc1, acc2 = self.register_buffer(node.buffer), self.register_buffer(node.buffer)
-        self.register_scope += 1
+        registers = node.buffer.level.is_register
+        declare = self.register_buffer if registers else self.memory_buffer
+        acc1, acc2 = declare(node.buffer), declare(node.buffer)
+        self.register_scope += registers
         self.walk(node.zero1, (acc1,))
         self.walk(node.zero2, (acc2,))
         self.walk(node.body, (a, b1, b2, acc1, acc2))
         self.walk(node.store, (acc1, acc2, c))
-        self.register_scope -= 1
+        self.register_scope -= registers
         self.close()
 
     def loop(self, node: Loop, binds) -> None:

@@ -28,7 +28,7 @@ ACCEPTED = (
     "[b=DTYPE[:LAYOUT]|b=FORMAT:col [group=G|group=channel] [scales=f32|bf16|f16] [zero]] "
     f"[c=DTYPE[:LAYOUT]] [aquant=i8] [batch=B] (FORMAT: {'|'.join(_FORMATS)}) "
     f"[scale] [colscale] [bias] [act={_ACTS}] [residual] [accum] [serial], or "
-    f"gated MxKxN [a=..] [b=..] [c=..] [batch=B] [bias] [act={_ACTS}] [serial]"
+    f"gated MxKxN [a=..] [b=..] [c=..] [aquant=i8] [batch=B] [bias] [act={_ACTS}] [serial]"
 )
 _OPS = {"matmul": MATMUL, "gated": GATED}  # the ops a user may ask for
 _NOT_GATED = ("accum", "scale", "colscale", "residual")  # the gated pair's epilogue is its own
@@ -206,8 +206,6 @@ def _quantized_a(tok: str, dtypes, layout: str, k: int, kind: str):
     """A's dtype under aquant=i8 (ir/aquant.py), or the one-line reason it cannot serve this spec."""
     if tok != "aquant=i8":
         raise _bad(tok, "the one activation quantization is aquant=i8 (int8 per 32-value block of A)")
-    if kind != "matmul":
-        raise _bad(tok, "accepted by matmul only")
     fmt = dtypes[1] if is_format(dtypes[1]) else None
     if why := aquant.problem(fmt, dtypes[0], k):
         raise _bad(tok, why)

@@ -24,11 +24,15 @@ NOT_PAIR = Refusal("not-pair", "only a pair spec splits into its two matmuls")
 C_NOT_IN_MEMORY = Refusal("c-not-in-memory", "C is already in registers")
 NO_VECTORS = Refusal("no-vectors", "target {} has no vector registers")
 NO_ROOM = Refusal("no-room", "two accumulators need {} bytes, {} left at {}")
+TOO_BIG_FOR_L1 = Refusal("too-big-for-l1", "an L1 accumulator of {} bytes is over {} (a tile for kernels to revisit)")
+# L1 accumulators are for kernels that read and write their C tile in memory (dot_int_cols16): a few rows by
+# a few vectors' columns, revisited by the pair's two matmuls and the gate while it sits in L1.
+MAX_L1_ACCUMULATORS = 4096
 
 
 @dataclass(frozen=True)
 class PairToAccum:
-    """The gated pair's accumulators at ``level`` (VRF or RF), each of C's tile shape."""
+    """The gated pair's accumulators at ``level`` (VRF, RF, or an L1 tile), each of C's tile shape."""
 
     level: Level
 
@@ -38,7 +42,7 @@ class PairToAccum:
         if self.level == Level.VRF:
             layout = packed(2, target.lanes)
             return TensorSpec(c.shape, DType.F32, layout, Level.VRF, len(layout.digits), target.lanes)
-        return TensorSpec(c.shape, DType.F32, row_major(), Level.RF, 3)
+        return TensorSpec(c.shape, DType.F32, row_major(), self.level, 3)  # RF, or an L1 scratch tile
 
     def plan(self, spec: Spec, target) -> Plan | Refusal:
         op = spec.op
@@ -50,6 +54,8 @@ class PairToAccum:
             return NO_VECTORS(target.isa)
         buf = self.buffer(op.c, target)
         each = registers(buf, target) * target.vector_bytes if self.level == Level.VRF else buf.bytes
+        if self.level.is_memory and buf.bytes > MAX_L1_ACCUMULATORS:
+            return TOO_BIG_FOR_L1(buf.bytes, MAX_L1_ACCUMULATORS)
         limits = spec.limits.minus(self.level, 2 * each)
         if limits is None:
             return NO_ROOM(2 * each, spec.limits.get(self.level), self.level.name)

@@ -172,6 +172,10 @@ def _actions(op, target):
     else:
         for tile in _tiles_one_dim(full, (0, 1, 2)):
             yield Tile(tile)
+        if op.kind == "gate":  # accumulators in memory (PairToAccum at L1) come to registers to be gated
+            for i in (0, 1):
+                if op.operands[i].level.is_memory and target.lanes:
+                    yield MoveOperand(i, Level.VRF)
 
 
 @lru_cache(maxsize=64)
@@ -192,6 +196,11 @@ def _output_tiles(op, full, target):
             yield Tile(tile, parallel=True)
 
 
+def _integer_products(op) -> bool:
+    """aquant=i8's pair (ir/aquant.py): A quantized (or to be), whose kernels may keep C in memory."""
+    return aquant.is_quantized_a(op.a.dtype) or op.a.dtype == aquant.Q8A
+
+
 def _gated_actions(op, full, target):
     """The gated pair: its accumulators in registers where C's tile fits them, loops over the output (not
     over k: the gate needs whole sums), and A's buffers as for a matmul with B1."""
@@ -199,5 +208,7 @@ def _gated_actions(op, full, target):
         yield PairToAccum(Level.VRF)
     if op.c.volume * 4 * 2 <= target.limits().rf:
         yield PairToAccum(Level.RF)
+    if _integer_products(op):
+        yield PairToAccum(Level.L1)  # for kernels that keep their C tile in memory (dot_int_cols16)
     yield from _output_tiles(op, full, target)
     yield from _move_options(Matmul(op.a, op.b1, op.c, serial=op.serial), 0, target)  # A: as for A·B1
