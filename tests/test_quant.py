@@ -64,7 +64,8 @@ SPECS = [
 LUT_KERNEL = "// dot_quant_lut:"
 ROWS_KERNEL = "dot_quant_rows"  # the search's choice for every spec above with M > 1 (test_kernels_match_numpy)
 # The gated pair with B1 and B2 in a format (issue 22): odd N, M = 1 and 2. PAIR_KERNEL: searched without SplitPair
-# on vector targets, so that dot_quant_pair implements them (the built-in table prefers two dot_quant kernels).
+# on vector targets, so that dot_quant_pair / dot_quant_rows_pair implement them (the search prefers the two sums
+# in L1 tiles, each filled by the matmul's own kernels: GATED[1]).
 GATED = [
     "gated 1x64x5 b=q8_0 bias",
     "gated 2x64x3 b=i4:col group=32 scales=f32 act=silu",
@@ -74,7 +75,7 @@ GATED = [
     "gated 4x288x5 b=i4:col group=32 scales=f16 zero",
     "gated 3x400x5 b=f16:col act=silu",
 ]
-PAIR_KERNEL = (GATED[0], GATED[2])
+PAIR_KERNEL = (GATED[0], GATED[2], GATED[3], GATED[4])  # the others: the search's accumulators in L1
 
 
 def _synthesize(text: str, target):
@@ -214,7 +215,8 @@ def test_gated_programs_this_cpu_cannot_run_match_numpy(text, isa):
     """The gated pair in a format, on an ISA this CPU does not run: its program run by the interpreter."""
     u, a, arrays, biases, want, tol = _gated_case(text, 3)
     impl = _synthesize(text, get_target(isa, threads=2))
-    assert (text in PAIR_KERNEL) == any(isinstance(n, Kernel) and n.name == "dot_quant_pair" for n in walk(impl))
+    pairs = ("dot_quant_pair", "dot_quant_rows_pair")
+    assert (text in PAIR_KERNEL) == any(isinstance(n, Kernel) and n.name in pairs for n in walk(impl))
     fmt = u.dtypes[1]
     bs = [_weights(u, fmt, {"b" + k[2:]: v for k, v in arrays.items() if k.startswith(n)}) for n in ("b1", "b2")]
     got = interpret(impl, a, *(b.astype(np.float32) for b in bs), extras=biases)

@@ -1,10 +1,13 @@
-"""The gated pair's rewrites: PairToAccum (its two accumulators in registers) and SplitPair (a pair's two
-matmuls on one tile of A).
+"""The gated pair's rewrites: PairToAccum (its two accumulators in registers, or in L1 tiles) and SplitPair
+(a pair's two matmuls on one tile of A).
 
 A ``gated`` spec whose C tile fits twice in registers becomes: zero both accumulators, the ``pair`` spec
 (C1 += A·B1; C2 += A·B2, with every loop over k shared, so each tile of A is brought in once for both),
 then the ``gate`` store (act(acc1 + bias1) * (acc2 + bias2) into C). A ``pair`` spec splits into its two
 matmuls where the search finds it pays: typically at the kernels, whose tiles of A are in L1 or registers.
+With the accumulators in L1 the pair splits at once and each matmul brings its tile of C into registers
+itself, so the small batches' kernels are the matmul's own (several columns of one B, or integer kernels
+that keep C in memory) instead of the pair kernels that register budgets hold to a column of each B.
 """
 
 from __future__ import annotations
@@ -25,8 +28,8 @@ C_NOT_IN_MEMORY = Refusal("c-not-in-memory", "C is already in registers")
 NO_VECTORS = Refusal("no-vectors", "target {} has no vector registers")
 NO_ROOM = Refusal("no-room", "two accumulators need {} bytes, {} left at {}")
 TOO_BIG_FOR_L1 = Refusal("too-big-for-l1", "an L1 accumulator of {} bytes is over {} (a tile for kernels to revisit)")
-# L1 accumulators are for kernels that read and write their C tile in memory (dot_int_cols16): a few rows by
-# a few vectors' columns, revisited by the pair's two matmuls and the gate while it sits in L1.
+# An L1 accumulator is a tile of C that the pair's two matmuls and then the gate revisit while it sits in L1:
+# a few rows by up to a few hundred columns (the search picks within this).
 MAX_L1_ACCUMULATORS = 4096
 
 
