@@ -5,6 +5,7 @@ data, compiled once; AVX-512 compile-only where the CPU lacks it)."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from dataclasses import replace
@@ -74,6 +75,8 @@ GATED = [
     # several groups: each B's next columns a share per group; one group: the next columns a share per trip)
     "gated 4x288x5 b=i4:col group=32 scales=f16 zero",
     "gated 3x400x5 b=f16:col act=silu",
+    # the search's choice for a small batch of 16 columns or more: both sums in L1 tiles, each matmul's rows kernel
+    "gated 4x160x19 b=f16:col",
 ]
 PAIR_KERNEL = (GATED[0], GATED[2], GATED[3], GATED[4])  # the others: the search's accumulators in L1
 
@@ -366,10 +369,15 @@ def test_i4_gemv_widens_two_vectors_per_load(isa):
 
 
 # -- dot_quant_rows forced by the scheduling API ---------------------------------------------------------
+def test_small_batch_gated_pairs_accumulate_in_l1():
+    header = _headers("avx512")[len(SPECS) + GATED.index("gated 4x160x19 b=f16:col")]
+    assert re.search(r"pair_accum c1, c2 -> f32\[1x4x(16|19)\]\{row\}@L1", header) and "// dot_quant_rows:" in header
+
+
 def test_small_batch_gated_pairs_run_the_rows_pair_kernel():
     from morello_build.ir.impl import Kernel, walk
 
-    for text in GATED[3:]:
+    for text in GATED[3:5]:
         target = get_target("avx512", threads=2)
         impl = _synthesize(text, target)
         assert "dot_quant_rows_pair" in {n.name for n in walk(impl) if isinstance(n, Kernel)}, text

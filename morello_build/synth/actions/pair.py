@@ -27,10 +27,11 @@ NOT_PAIR = Refusal("not-pair", "only a pair spec splits into its two matmuls")
 C_NOT_IN_MEMORY = Refusal("c-not-in-memory", "C is already in registers")
 NO_VECTORS = Refusal("no-vectors", "target {} has no vector registers")
 NO_ROOM = Refusal("no-room", "two accumulators need {} bytes, {} left at {}")
-TOO_BIG_FOR_L1 = Refusal("too-big-for-l1", "an L1 accumulator of {} bytes is over {} (a tile for kernels to revisit)")
+NOT_AN_L1_TILE = Refusal("not-an-l1-tile", "an L1 accumulator of {} columns, {} bytes (>= {} columns, <= {} bytes)")
 # An L1 accumulator is a tile of C that the pair's two matmuls and then the gate revisit while it sits in L1:
-# a few rows by up to a few hundred columns (the search picks within this).
-MAX_L1_ACCUMULATORS = 4096
+# a few rows by 16 to a few hundred columns, enough for the matmuls' kernels to run several calls along N
+# (narrower tiles are the register pair's; each size offered opens its own matmul subtrees in the search).
+MIN_L1_COLUMNS, MAX_L1_ACCUMULATORS = 16, 4096
 
 
 @dataclass(frozen=True)
@@ -57,8 +58,8 @@ class PairToAccum:
             return NO_VECTORS(target.isa)
         buf = self.buffer(op.c, target)
         each = registers(buf, target) * target.vector_bytes if self.level == Level.VRF else buf.bytes
-        if self.level.is_memory and buf.bytes > MAX_L1_ACCUMULATORS:
-            return TOO_BIG_FOR_L1(buf.bytes, MAX_L1_ACCUMULATORS)
+        if self.level.is_memory and (buf.shape[2] < MIN_L1_COLUMNS or buf.bytes > MAX_L1_ACCUMULATORS):
+            return NOT_AN_L1_TILE(buf.shape[2], buf.bytes, MIN_L1_COLUMNS, MAX_L1_ACCUMULATORS)
         limits = spec.limits.minus(self.level, 2 * each)
         if limits is None:
             return NO_ROOM(2 * each, spec.limits.get(self.level), self.level.name)
