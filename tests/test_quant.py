@@ -66,7 +66,7 @@ LUT_KERNEL = "// dot_quant_lut:"
 ROWS_KERNEL = "dot_quant_rows"  # the search's choice for every spec above with M > 1 (test_kernels_match_numpy)
 # The gated pair with B1 and B2 in a format (issue 22): odd N, M = 1 and 2. PAIR_KERNEL: searched without SplitPair
 # on vector targets, so that dot_quant_pair / dot_quant_rows_pair implement them (the search prefers the two sums
-# in L1 tiles, each filled by the matmul's own kernels: GATED[1]).
+# in L1 tiles of 16 columns or more, each filled by the matmul's own kernels: GATED[5]).
 GATED = [
     "gated 1x64x5 b=q8_0 bias",
     "gated 2x64x3 b=i4:col group=32 scales=f32 act=silu",

@@ -194,7 +194,7 @@ def _gated_case(u, rng):
     return a, arrays, biases, exact[None], tol[None]
 
 
-def _gated_lines(i: int, u, case) -> list:
+def _gated_lines(i: int, case) -> list:
     """main()'s block for gated case i: NAME(a, b1, b2, c, b1's arrays, b2's arrays, biases), and its reference."""
     a, arrays, biases, exact, _ = case
     lines = ["  {", "  " + _c_array("float", "a", a)]
@@ -272,7 +272,7 @@ def _program(isa: str, tmp: Path, specs=SPECS, headers=None):
         u = parse_spec(text)
         if u.kind == "gated":
             cases.append(_gated_case(u, rng))
-            lines += _gated_lines(i, u, cases[-1])
+            lines += _gated_lines(i, cases[-1])
             continue
         fmt = u.dtypes[1]
         case = _case(u, rng)
