@@ -79,8 +79,12 @@ def _view_pays(op, i) -> bool:
     """Whether a cache view of operand i may pay. Not for the B stored N x K of a GEMV or of a small batch
     (the rows kernels' M = 2..8): its columns are read once, by the dot kernels only (move.view_streams),
     so the view would only hide from them that B streams from main memory, which they prefetch ahead."""
-    t = op.operands[i]
-    return not (isinstance(op, Matmul) and i == 1 and op.iter_shape[1] <= MAX_ROWS and columns_unit_stride(t))
+    return not (isinstance(op, Matmul) and i == 1 and _small_batch_of_columns(op))
+
+
+def _small_batch_of_columns(op) -> bool:
+    """A GEMV or small batch (the rows kernels' M <= 8) whose B (or B1) is stored N x K: columns along K."""
+    return op.iter_shape[1] <= MAX_ROWS and columns_unit_stride(op.operands[1])
 
 
 def _quantizing_moves(a) -> list:
@@ -174,10 +178,8 @@ def _actions(op, target):
     else:
         for tile in _tiles_one_dim(full, (0, 1, 2)):
             yield Tile(tile)
-        if op.kind == "gate":  # accumulators in memory (PairToAccum at L1) come to registers to be gated
-            for i in (0, 1):
-                if op.operands[i].level.is_memory and target.lanes:
-                    yield MoveOperand(i, Level.VRF)
+        if op.kind == "gate" and target.lanes:  # accumulators in L1 (PairToAccum) come to registers to be gated
+            yield from (MoveOperand(i, Level.VRF) for i in (0, 1) if op.operands[i].level.is_memory)
 
 
 @lru_cache(maxsize=64)
@@ -194,8 +196,7 @@ def _output_tiles(op, full, target):
     4.41 -> 3.72 ms, M = 8 7.6 -> 6.65, f16 M = 4 4.36 -> 3.60, q8_0 4.15 -> 3.65; 4 columns lose to
     the register budget), and parallel ones unless the spec is serial."""
     out_dims = (0, 1, 3)
-    b = op.operands[1]  # B, or B1
-    rows_kernels = full[1] <= MAX_ROWS and full[2] > 1 and b.level == Level.GL and columns_unit_stride(b)  # N x K
+    rows_kernels = _small_batch_of_columns(op) and full[2] > 1 and op.operands[1].level == Level.GL
     extra = {1: target.accumulator_rows, 3: (3,) if rows_kernels else ()}
     for tile in _tiles_one_dim(full, out_dims, extra):
         yield Tile(tile)
