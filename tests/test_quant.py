@@ -266,6 +266,20 @@ def case_lines(i: int, text: str, seed: int, ns: str) -> tuple[list[str], tuple]
     return lines, (want, bound)
 
 
+def gated_case_lines(i: int, ns: str, a, arrays: dict, biases: dict, size: int) -> list[str]:
+    """main()'s block for gated case i: {ns}{i}::k{i}(a, b1, b2, c, B1's arrays, B2's, biases) and its reference
+    loop, both outputs printed as rows "i kernel reference"."""
+    lines = ["  {", "  " + _c_array("float", "a", a)]
+    for name, x in (arrays | biases).items():
+        lines.append("  " + _c_array(str(x.dtype) + "_t" if x.dtype != np.float32 else "float", name, x))
+    rest = [n for n in arrays if n not in ("b1", "b2")] + list(biases)
+    lines.append(f"  static float c[{size}], r[{size}];")
+    lines.append(f"  {ns}{i}::k{i}({', '.join(['a', 'b1', 'b2', 'c', *rest])});")
+    lines.append(f"  {ns}{i}::k{i}_reference({', '.join(['a', 'b1', 'b2', 'r', *rest])});")
+    lines.append(f'  for (int j = 0; j < {size}; ++j) std::printf("{i} %.9g %.9g\\n", c[j], r[j]);')
+    return lines + ["  }"]
+
+
 def _program(isa: str, tmp: Path) -> tuple[Path, list]:
     lines, cases = ["#include <cstdio>"], []
     for i, header in enumerate(_headers(isa)):
@@ -279,16 +293,7 @@ def _program(isa: str, tmp: Path) -> tuple[Path, list]:
     for i, text in enumerate(GATED, start=len(SPECS)):  # NAME(a, b1, b2, c, b1's arrays, b2's arrays, biases)
         u, a, arrays, biases, want, tol = _gated_case(text, 10 + i)
         cases.append((want, tol))
-        lines.append("  {")
-        lines.append("  " + _c_array("float", "a", a))
-        for name, x in (arrays | biases).items():
-            lines.append("  " + _c_array(str(x.dtype) + "_t" if x.dtype != np.float32 else "float", name, x))
-        rest = [n for n in arrays if n not in ("b1", "b2")] + list(biases)
-        lines.append(f"  static float c[{want.size}], r[{want.size}];")
-        lines.append(f"  q{i}::k{i}({', '.join(['a', 'b1', 'b2', 'c', *rest])});")
-        lines.append(f"  q{i}::k{i}_reference({', '.join(['a', 'b1', 'b2', 'r', *rest])});")
-        lines.append(f'  for (int j = 0; j < {want.size}; ++j) std::printf("{i} %.9g %.9g\\n", c[j], r[j]);')
-        lines.append("  }")
+        lines += gated_case_lines(i, "q", a, arrays, biases, want.size)
     lines += ["  return 0;", "}"]
     src = tmp / "main.cpp"
     src.write_text("\n".join(lines) + "\n")

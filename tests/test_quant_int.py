@@ -25,7 +25,15 @@ from morello_build.ir.impl import Kernel, Loop, MoveImpl, walk
 from morello_build.synth.search import synthesize
 from morello_build.target import get_target
 from morello_build.tools.api import synthesize_header
-from tests.test_quant import HAVE_CXX, HAVE_HWY, _c_array, _random_format, case_outputs, run_program
+from tests.test_quant import (
+    HAVE_CXX,
+    HAVE_HWY,
+    _c_array,
+    _random_format,
+    case_outputs,
+    gated_case_lines,
+    run_program,
+)
 
 # Every integer format, awkward sizes: N = 1 and primes, K = one block or several, M = 1..3, a batch.
 SPECS = [
@@ -194,20 +202,6 @@ def _gated_case(u, rng):
     return a, arrays, biases, exact[None], tol[None]
 
 
-def _gated_lines(i: int, case) -> list:
-    """main()'s block for gated case i: NAME(a, b1, b2, c, b1's arrays, b2's arrays, biases), and its reference."""
-    a, arrays, biases, exact, _ = case
-    lines = ["  {", "  " + _c_array("float", "a", a)]
-    for name, x in (arrays | biases).items():
-        lines.append("  " + _c_array("float" if x.dtype == np.float32 else f"{x.dtype}_t", name, x))
-    rest = [n for n in arrays if n not in ("b1", "b2")] + list(biases)
-    lines.append(f"  static float c[{exact.size}], r[{exact.size}];")
-    for fn, out in ((f"k{i}", "c"), (f"k{i}_reference", "r")):
-        lines.append(f"  qi{i}::{fn}({', '.join(['a', 'b1', 'b2', out, *rest])});")
-    lines.append(f'  for (int j = 0; j < {exact.size}; ++j) std::printf("{i} %.9g %.9g\\n", c[j], r[j]);')
-    return lines + ["  }"]
-
-
 # -- the interpreter --------------------------------------------------------------------------------------
 @pytest.mark.parametrize("isa", ["avx2", "avx512"])
 def test_interpreter_matches_the_exact_semantics(isa):
@@ -272,7 +266,8 @@ def _program(isa: str, tmp: Path, specs=SPECS, headers=None):
         u = parse_spec(text)
         if u.kind == "gated":
             cases.append(_gated_case(u, rng))
-            lines += _gated_lines(i, cases[-1])
+            a, arrays, biases, exact, _ = cases[-1]
+            lines += gated_case_lines(i, "qi", a, arrays, biases, exact.size)
             continue
         fmt = u.dtypes[1]
         case = _case(u, rng)
