@@ -194,8 +194,14 @@ def _gated_case(text: str, seed: int):
     g, up = sums[0] + biases.get("bias1", 0.0), sums[1] + biases.get("bias2", 0.0)
     act = ACTIVATIONS[u.epilogue.act]
     gate, want = act.numpy(g), act.numpy(g) * up
-    tol = act.slope * bounds[0] * (np.abs(up) + bounds[1]) + bounds[1] * np.abs(gate) + 1e-5 * np.abs(want)
-    return u, a, arrays, biases, want, tol
+    return u, a, arrays, biases, want, gated_tolerance(act, bounds, gate, up, want)
+
+
+def gated_tolerance(act, sum_tols, gate, up, want):
+    """A gated output's tolerance from its sums' (sum_tols: the gate's, the up's): the gate sum's error through
+    the activation's slope times |up| and up's error, the up sum's error times |act(gate)|, and the
+    activation's few f32 ulps."""
+    return act.slope * sum_tols[0] * (np.abs(up) + sum_tols[1]) + sum_tols[1] * np.abs(gate) + 1e-5 * np.abs(want)
 
 
 # -- the interpreter --------------------------------------------------------------------------------------

@@ -32,6 +32,7 @@ from tests.test_quant import (
     _random_format,
     case_outputs,
     gated_case_lines,
+    gated_tolerance,
     run_program,
 )
 
@@ -198,7 +199,7 @@ def _gated_case(u, rng):
     act = ACTIVATIONS[u.epilogue.act]
     gate, up = act.numpy(sums[0] + biases.get("bias1", 0.0)), sums[1] + biases.get("bias2", 0.0)
     exact = gate * up
-    tol = act.slope * tols[0] * (np.abs(up) + tols[1]) + tols[1] * np.abs(gate) + 1e-5 * np.abs(exact) + 1e-6
+    tol = gated_tolerance(act, tols, gate, up, exact) + 1e-6
     return a, arrays, biases, exact[None], tol[None]
 
 
