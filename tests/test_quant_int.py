@@ -251,9 +251,12 @@ def _headers(isa: str):
 def test_small_batch_gated_pairs_accumulate_in_l1():
     """aquant's gated pair of a small batch: both sums in L1 tiles, each filled by dot_int_cols16, then gated.
     Measured (Zen 4, 1 thread, weights from DRAM): gated 4x2560x10240 b=q4_0 8.2 -> 2.8 ms (accumulators in
-    registers, a dot kernel per column, before); two aquant matmuls 2.6."""
+    registers, a dot kernel per column, before); two aquant matmuls 2.6. The last group of a tile prefetches
+    the other B's next columns (lower.kernel_streams: each tile's first columns no longer start cold)."""
     for h in _headers("avx512_bf16")[len(SPECS) + 1 :]:
         assert "// dot_int_cols16:" in h and re.search(r"pair_accum c1, c2 -> f32\[1x\dx3\d\]\{row\}@L1", h), h
+        assert re.search(r"const std::ptrdiff_t jump\d+ = .* \? std::ptrdiff_t\(.*\(b2 \+", h), h
+        assert re.search(r"prefetch_l2_here\([^;]*\+ gj\d+ \+", h), h
 
 
 def _program(isa: str, tmp: Path, specs=SPECS, headers=None):

@@ -253,7 +253,7 @@ def _emit(lw, node, binds) -> None:
         accs = [pairwise_sum(lw, col) for col in parts]
     else:
         accs = _zeroed(lw, [[lw.fresh("acc")] for _ in range(n)])
-        last = [bps[-1]] + sps[-1:] + zps[-1:] if streams_by_group(op.b, k, lw.target) else None
+        last = (b, [bps[-1]] + sps[-1:] + zps[-1:]) if streams_by_group(op.b, k, lw.target) else None
         _grouped(lw, fmt, [col[0] for col in accs], ap, bps, sps, zps, k, u, _prefetch_head(lw, op, bps), last)
         accs = [col[0] for col in accs]
     for j, acc in enumerate(accs):
@@ -361,8 +361,8 @@ def group_loop(lw, fmt, k: int, prefetch, body):
 
 def _grouped(lw, fmt, accs, ap, bps, sps, zps, k, u, prefetch=(None, False), last=None) -> None:
     """Formats with scales: per group (group_loop, which places ``prefetch``, prefetch_head's), unscaled
-    partial sums over u chains, then acc += partial * scale. ``last``: the last column's pointers, where the
-    kernel prefetches the columns after it, a share per group (step_slots)."""
+    partial sums over u chains, then acc += partial * scale. ``last``: B's binding and its last column's
+    pointers, where the kernel prefetches the columns after it, a share per group (step_slots)."""
     vt, v = lw.target.vtype, lw.v
 
     def group(g: str, trip_head) -> None:
@@ -376,7 +376,7 @@ def _grouped(lw, fmt, accs, ap, bps, sps, zps, k, u, prefetch=(None, False), las
                 lw.emit(f"const {vt} {shifts[-1]} = {v}::bcast({z});")
             else:
                 shifts.append(None)
-        slots = step_slots(lw, fmt, last, k, len(accs), g, k // fmt.group, len(accs)) if last else None
+        slots = step_slots(lw, *last, k, len(accs), g, k // fmt.group, len(accs)) if last else None
         _group_chunks(lw, fmt, parts, ap, bps, shifts, g, fmt.group, trip_head, slots)
         for acc, col, bp, sp in zip(accs, parts, bps, sps or [None] * len(accs)):
             lw.emit(f"{acc} = {v}::fma({pairwise_sum(lw, col)}, {scale_vector(lw, fmt, bp, sp, g)}, {acc});")

@@ -248,7 +248,7 @@ def _avx2_emit(lw, node, binds, vnni: bool = False) -> None:
 
     if chains == 2:
         lw.open(f"for (ix {blk} = 0; {blk} + 1 < {blocks}; {blk} += 2) {{")
-        slots = prefetch_slots(lw, fmt, cols, k, n, blk, 2 * n)  # after each column of both blocks
+        slots = prefetch_slots(lw, binds[1], cols, k, n, blk, 2 * n)  # after each column of both blocks
         _avx2_block(lw, fmt, aps, cols, blk, chain(0), vnni, slots[:n])
         _avx2_block(lw, fmt, aps, cols, f"({blk} + 1)", chain(1), vnni, slots[n:])
         lw.close()

@@ -121,7 +121,7 @@ def _emit(lw, node, binds, vnni: bool = False) -> None:
     if pairs:
         lw.emit("const __m256i pair_lanes = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);")
         lw.open(f"for (ix {blk} = 0; {blk} + 1 < {k // BLOCK}; {blk} += 2) {{")
-        slots = prefetch_slots(lw, fmt, cols, k, n, blk, n)
+        slots = prefetch_slots(lw, binds[1], cols, k, n, blk, n)
         _pair(lw, fmt, aps, cols, blk, accs, vnni, slots, nibbles_in_value_order(node.spec.op))
         lw.close()
     if k // BLOCK % 2:

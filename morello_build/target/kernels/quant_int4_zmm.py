@@ -116,7 +116,7 @@ def _emit(lw, node, binds) -> None:
         lw.emit(f"const __m512i evens_odds = _mm512_maskz_broadcast_i32x4(0xFFFF, _mm_setr_epi8({_EVENS_ODDS}));")
     if blocks >= SPAN:
         lw.open(f"for (ix {blk} = 0; {blk} + {SPAN - 1} < {blocks}; {blk} += {SPAN}) {{")
-        _step(lw, fmt, aps, cols, blk, SPAN, accs, prefetch_slots(lw, fmt, cols, k, n, blk, n, SPAN), in_order)
+        _step(lw, fmt, aps, cols, blk, SPAN, accs, prefetch_slots(lw, binds[1], cols, k, n, blk, n, SPAN), in_order)
         lw.close()
     if blocks % SPAN:
         lw.open("{")

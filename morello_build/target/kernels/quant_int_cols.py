@@ -193,8 +193,9 @@ def _emit(lw, node, binds) -> None:
             lw.emit(f"const __m512 {ctx.zchannel} = {_channel_zeros(fmt, zg, zero_step)};")
     last = (f"{bg} + {(LANES - 1) * col_bytes}",) + ((f"{sg} + {(LANES - 1) * scale_step}",) if fmt.scales else ())
     if blocks >= 2:
+        jumps = _group_jumps(lw, lw.stream_jumps(b), g, n // LANES)
         lw.open(f"for (ix {blk} = 0; {blk} + 1 < {blocks}; {blk} += 2) {{")
-        slots = step_slots(lw, fmt, last, k, LANES, f"{blk} / 2", blocks // 2, 8)
+        slots = step_slots(lw, b, last, k, LANES, f"{blk} / 2", blocks // 2, 8, jumps)
         _step(lw, ctx, blk, 2, slots)
         lw.close()
     if blocks % 2:
@@ -206,6 +207,18 @@ def _emit(lw, node, binds) -> None:
         lw.emit(f"_mm512_storeu_ps({at}, _mm512_add_ps(_mm512_loadu_ps({at}), {acc}));")
     lw.close()
     lw.close()
+
+
+def _group_jumps(lw, jumps, g: str, groups: int) -> tuple[str, ...] | None:
+    """The group's jumps of step_slots: the kernel's for its last group (whose next columns are the kernel's
+    next ones: Lowerer.kernel_streams), none for the others (the next group's columns are adjacent)."""
+    if not jumps:
+        return None
+    names = tuple(lw.fresh("gj") for _ in jumps)
+    for name, jump in zip(names, jumps):
+        lw.emit(f"const std::ptrdiff_t {name} = {g} + 1 == {groups} ? {jump} : 0;")
+        lw.emit(f"(void){name};")  # an array whose stream has no line to prefetch a step
+    return names
 
 
 class _Ctx:

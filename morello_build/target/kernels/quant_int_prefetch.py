@@ -60,14 +60,16 @@ def stream_reads(b, k: int, n: int) -> Features:
     return Features.of(vec_load=groups * prefetch_plan(b.dtype, k, n, steps=groups)[1]) + lines_read(b)
 
 
-def prefetch_slots(lw, fmt, cols, k: int, n: int, blk: str, slots: int, span: int = 2) -> list[list[str]]:
+def prefetch_slots(lw, b, cols, k: int, n: int, blk: str, slots: int, span: int = 2) -> list[list[str]]:
     """The integer kernels' step_slots: a step per ``span`` blocks, a pair unless said (blk: its first block)."""
-    return step_slots(lw, fmt, cols[-1], k, n, f"{blk} / {span}", k // BLOCK // span, slots)
+    return step_slots(lw, b, cols[-1], k, n, f"{blk} / {span}", k // BLOCK // span, slots)
 
 
-def step_slots(lw, fmt, last, k: int, n: int, step: str, steps: int, slots: int) -> list[list[str]]:
+def step_slots(lw, b, last, k: int, n: int, step: str, steps: int, slots: int, jumps="kernel") -> list[list[str]]:
     """Step ``step``'s (a C expression, 0..steps-1) share of the prefetches into L2 of the arrays after the
-    kernel's last column (``last``: its pointers, _pointers' order), dealt out evenly over ``slots`` points
+    kernel's last column (``last``: its pointers, _pointers' order, of B's binding ``b``; past the tile of a
+    gated pair, the other B's next columns: ``jumps``, the bytes from the end of the columns to them, by default
+    the kernel's, Lowerer.kernel_streams), dealt out evenly over ``slots`` points
     of the step's work (the kernels emit slot i after their i-th column's products): the statements of each
     slot. Into L2 (prefetcht1): they run a kernel's worth of columns (KiBs) ahead, and
     prefetches into L1 from DRAM hold the few L1 fill buffers that the demand loads need (a Golden Cove
@@ -77,13 +79,16 @@ def step_slots(lw, fmt, last, k: int, n: int, step: str, steps: int, slots: int)
     q8_0 0.91 -> 1.08-1.12 (same CPU and shape). Separate scale and zero-point arrays are streams of their
     own (i8 g32: 0.88 of the sweep without their prefetches); a stream shorter than the steps stops at its
     last line (the same line again)."""
+    fmt, sizes = b.dtype, prefetch_streams(b.dtype, k)
+    jumps = (lw.stream_jumps(b) if jumps == "kernel" else jumps) or ()
     stmts = []
-    for ptr, col_bytes, (lines, per) in zip(last, prefetch_streams(fmt, k), _stream_plan(fmt, k, n, steps)):
+    for i, (ptr, col_bytes, (lines, per)) in enumerate(zip(last, sizes, _stream_plan(fmt, k, n, steps))):
+        past = f"{col_bytes} + {jumps[i]}" if jumps else col_bytes
         for u in range(per):
             line = f"{step} * {per} + {u}"
             if steps * per > lines:
                 line = f"{line} < {lines} ? {line} : {lines - 1}"
-            stmts.append(f"{lw.rt}::prefetch_l2_here({ptr}, {col_bytes} + ({line}) * {LINE});")
+            stmts.append(f"{lw.rt}::prefetch_l2_here({ptr}, {past} + ({line}) * {LINE});")
     out: list[list[str]] = [[] for _ in range(slots)]
     for i, stmt in enumerate(stmts):
         out[i * slots // len(stmts)].append(stmt)

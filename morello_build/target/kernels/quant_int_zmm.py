@@ -86,7 +86,7 @@ def _emit(lw, node, binds) -> None:
     lw.emit(f"const __m512i sa_ix = _mm512_setr_epi32({sa_ix}), half_ix = _mm512_setr_epi32({_halves(0, 1)});")
     if blocks >= 2:
         lw.open(f"for (ix {blk} = 0; {blk} + 1 < {blocks}; {blk} += 2) {{")
-        _step(lw, fmt, aps, cols, blk, 2, accs, prefetch_slots(lw, fmt, cols, k, n, blk, n))
+        _step(lw, fmt, aps, cols, blk, 2, accs, prefetch_slots(lw, binds[1], cols, k, n, blk, n))
         lw.close()
     if blocks % 2:
         lw.open("{")

@@ -167,7 +167,7 @@ def _emit(lw, node, binds) -> None:
 
     def group(g: str, trip_head) -> None:
         tables = [_table(lw, fmt, base, bps[j], scales[j] if scales else None, g) for j in range(n)]
-        slots = step_slots(lw, fmt, last, k, n, g, k // G, n) if streamed else None
+        slots = step_slots(lw, b, last, k, n, g, k // G, n) if streamed else None
         _chunks(lw, fmt, accs, aps, (bps, tables, lookup), odds, g, G, chains, trip_head, slots)
 
     group_loop(lw, fmt, k, prefetch_head(lw, _prefetches(op, lw.target), bps), group)

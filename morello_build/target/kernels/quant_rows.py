@@ -162,7 +162,7 @@ def _emit(lw, node, binds) -> None:
 
     def group(g: str, trip_head) -> list:
         terms = [_group_terms(lw, fmt, col, g) for col in cols]
-        shares = [step_slots(lw, fmt, last, k, n, g, groups, ncols) for last in lasts]
+        shares = [step_slots(lw, bi, last, k, n, g, groups, ncols) for bi, last in zip(bs, lasts)]
         slots = [sum(per, []) for per in zip(*shares)] if shares else None
         _chunks(lw, fmt, accs, aps, cols, terms, g, G, scaled=groups > 1, head=trip_head, slots=slots)
         return terms
