@@ -253,8 +253,8 @@ def _emit(lw, node, binds) -> None:
         accs = [pairwise_sum(lw, col) for col in parts]
     else:
         accs = _zeroed(lw, [[lw.fresh("acc")] for _ in range(n)])
-        last = (b, [bps[-1]] + sps[-1:] + zps[-1:]) if streams_by_group(op.b, k, lw.target) else None
-        _grouped(lw, fmt, [col[0] for col in accs], ap, bps, sps, zps, k, u, _prefetch_head(lw, op, bps), last)
+        stream = (b, [bps[-1]] + sps[-1:] + zps[-1:]) if streams_by_group(op.b, k, lw.target) else None
+        _grouped(lw, fmt, [col[0] for col in accs], ap, bps, sps, zps, k, u, _prefetch_head(lw, op, bps), stream)
         accs = [col[0] for col in accs]
     for j, acc in enumerate(accs):
         lw.emit(f"{lw.elem(c, (0, 0, j))} += {v}::hsum({acc});")
@@ -266,12 +266,13 @@ def column_pointers(lw, fmt, columns) -> tuple[list, list, list]:
     separate arrays (else empty lists): (values, scales, zeros)."""
     bps, sps, zps = [], [], []
     for b, j in columns:
+        values, *extra = lw.stream_points(b, j)
         bps.append(lw.fresh("bp"))
-        lw.emit(f"const {fmt.ctype}* {bps[-1]} = {lw.unit_ptr(b, (0, 0, j))};")
-        for suffix, ctype, out in (("scales", fmt.scale_ctype, sps), ("zeros", fmt.zero_ctype, zps)):
-            if (suffix, ctype) in fmt.extra_arrays():
-                out.append(lw.fresh(suffix[0] + "p"))
-                lw.emit(f"const {ctype}* {out[-1]} = {b.root}_{suffix} + {lw.group_index(b, (0, 0, j))};")
+        lw.emit(f"const {fmt.ctype}* {bps[-1]} = {values};")
+        for (suffix, ctype), at in zip(fmt.extra_arrays(), extra):
+            out = sps if suffix == "scales" else zps
+            out.append(lw.fresh(suffix[0] + "p"))
+            lw.emit(f"const {ctype}* {out[-1]} = {at};")
     return bps, sps, zps
 
 
@@ -359,9 +360,9 @@ def group_loop(lw, fmt, k: int, prefetch, body):
     return out
 
 
-def _grouped(lw, fmt, accs, ap, bps, sps, zps, k, u, prefetch=(None, False), last=None) -> None:
+def _grouped(lw, fmt, accs, ap, bps, sps, zps, k, u, prefetch=(None, False), stream=None) -> None:
     """Formats with scales: per group (group_loop, which places ``prefetch``, prefetch_head's), unscaled
-    partial sums over u chains, then acc += partial * scale. ``last``: B's binding and its last column's
+    partial sums over u chains, then acc += partial * scale. ``stream``: B's binding and its last column's
     pointers, where the kernel prefetches the columns after it, a share per group (step_slots)."""
     vt, v = lw.target.vtype, lw.v
 
@@ -376,7 +377,7 @@ def _grouped(lw, fmt, accs, ap, bps, sps, zps, k, u, prefetch=(None, False), las
                 lw.emit(f"const {vt} {shifts[-1]} = {v}::bcast({z});")
             else:
                 shifts.append(None)
-        slots = step_slots(lw, *last, k, len(accs), g, k // fmt.group, len(accs)) if last else None
+        slots = step_slots(lw, *stream, k, len(accs), g, k // fmt.group, len(accs)) if stream else None
         _group_chunks(lw, fmt, parts, ap, bps, shifts, g, fmt.group, trip_head, slots)
         for acc, col, bp, sp in zip(accs, parts, bps, sps or [None] * len(accs)):
             lw.emit(f"{acc} = {v}::fma({pairwise_sum(lw, col)}, {scale_vector(lw, fmt, bp, sp, g)}, {acc});")

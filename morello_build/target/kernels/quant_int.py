@@ -111,12 +111,13 @@ def _pointers(lw, a, b, m: int, n: int):
     for j in range(n):
         step = lw.step(b, (0, 0, 0), (0, 0, j)) if j and crowded else None
         near = step is not None and step % fmt.group == 0 and step % fmt.unit == 0
+        values, *points = lw.stream_points(b, j)
         bp = lw.fresh("bp")
-        at = f"{cols[0][0]} + {step // fmt.unit * fmt.unit_size}" if near else lw.unit_ptr(b, (0, 0, j))
+        at = f"{cols[0][0]} + {step // fmt.unit * fmt.unit_size}" if near else values
         lw.emit(f"const {fmt.ctype}* {bp} = {at};")
         extra = {}
-        for suffix, ctype in fmt.extra_arrays():
-            extra[suffix], at = lw.fresh(suffix[0] + "p"), f"{b.root}_{suffix} + {lw.group_index(b, (0, 0, j))}"
+        for (suffix, ctype), at in zip(fmt.extra_arrays(), points):
+            extra[suffix] = lw.fresh(suffix[0] + "p")
             at = f"{cols[0][_COLUMN_ARRAYS.index(suffix)]} + {step // fmt.group}" if near else at
             lw.emit(f"const {ctype}* {extra[suffix]} = {at};")
         cols.append((bp, extra.get("scales"), extra.get("zeros")))

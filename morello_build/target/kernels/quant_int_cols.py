@@ -209,11 +209,11 @@ def _emit(lw, node, binds) -> None:
     lw.close()
 
 
-def _group_jumps(lw, jumps, g: str, groups: int) -> tuple[str, ...] | None:
+def _group_jumps(lw, jumps, g: str, groups: int) -> tuple[str, ...]:
     """The group's jumps of step_slots: the kernel's for its last group (whose next columns are the kernel's
     next ones: Lowerer.kernel_streams), none for the others (the next group's columns are adjacent)."""
     if not jumps:
-        return None
+        return ()
     names = tuple(lw.fresh("gj") for _ in jumps)
     for name, jump in zip(names, jumps):
         lw.emit(f"const std::ptrdiff_t {name} = {g} + 1 == {groups} ? {jump} : 0;")

@@ -65,10 +65,10 @@ def prefetch_slots(lw, b, cols, k: int, n: int, blk: str, slots: int, span: int 
     return step_slots(lw, b, cols[-1], k, n, f"{blk} / {span}", k // BLOCK // span, slots)
 
 
-def step_slots(lw, b, last, k: int, n: int, step: str, steps: int, slots: int, jumps="kernel") -> list[list[str]]:
+def step_slots(lw, b, last, k: int, n: int, step: str, steps: int, slots: int, jumps=None) -> list[list[str]]:
     """Step ``step``'s (a C expression, 0..steps-1) share of the prefetches into L2 of the arrays after the
     kernel's last column (``last``: its pointers, _pointers' order, of B's binding ``b``; past the tile of a
-    gated pair, the other B's next columns: ``jumps``, the bytes from the end of the columns to them, by default
+    gated pair, the other B's next columns: ``jumps``, the bytes from the end of the columns to them, None for
     the kernel's, Lowerer.kernel_streams), dealt out evenly over ``slots`` points
     of the step's work (the kernels emit slot i after their i-th column's products): the statements of each
     slot. Into L2 (prefetcht1): they run a kernel's worth of columns (KiBs) ahead, and
@@ -80,7 +80,7 @@ def step_slots(lw, b, last, k: int, n: int, step: str, steps: int, slots: int, j
     own (i8 g32: 0.88 of the sweep without their prefetches); a stream shorter than the steps stops at its
     last line (the same line again)."""
     fmt, sizes = b.dtype, prefetch_streams(b.dtype, k)
-    jumps = (lw.stream_jumps(b) if jumps == "kernel" else jumps) or ()
+    jumps = (lw.stream_jumps(b) if jumps is None else jumps) or ()
     stmts = []
     for i, (ptr, col_bytes, (lines, per)) in enumerate(zip(last, sizes, _stream_plan(fmt, k, n, steps))):
         past = f"{col_bytes} + {jumps[i]}" if jumps else col_bytes
