@@ -150,12 +150,11 @@ def _emit(lw, node, binds) -> None:
     for r, cp in enumerate(cps):
         lw.emit(f"float* {cp} = {lw.ptr(c, (0, r, 0))};")
     bq, sq, corr = lw.fresh("bq"), lw.fresh("sq"), lw.fresh("offs")
-    lw.emit(f"const uint8_t* {bq} = reinterpret_cast<const uint8_t*>({lw.unit_ptr(b, (0, 0, 0))});")
     zq = lw.fresh("zq") if fmt.zero else None
-    for arr, name in (("scales", sq), ("zeros", zq)):  # the separate arrays B has
-        if arr in dict(fmt.extra_arrays()):
-            first = f"{b.root}_{arr} + {lw.group_index(b, (0, 0, 0))}"
-            lw.emit(f"const uint8_t* {name} = reinterpret_cast<const uint8_t*>({first});")
+    firsts = dict(zip(("values", *dict(fmt.extra_arrays())), lw.stream_points(b, 0)))  # the arrays B has
+    for arr, name in (("values", bq), ("scales", sq), ("zeros", zq)):
+        if arr in firsts:
+            lw.emit(f"const uint8_t* {name} = reinterpret_cast<const uint8_t*>({firsts[arr]});")
     channel = _per_channel(fmt, k)
     lw.emit("auto load_i32 = [](const uint8_t* p) { int32_t w; std::memcpy(&w, p, 4); return w; };")
     if channel and fmt.scales != "f32":
