@@ -44,8 +44,8 @@ def _run(cmd, **kw):
 
 # The second compiler compiles the main set only (the optimized build users ship; the sanitizer sets check the
 # runtime's behaviour, not the compiler) from the kernels the first build generated: no second synthesis. Of
-# its ISAs, the portable one and this CPU's best: the others' vector code is the same templates at other widths,
-# and test_runtime's probe compiles every ISA's helpers with clang++ (their matrix builds were ~20 CPU-s).
+# its ISAs, the portable one and this CPU's best: the others' kernels come from the same emitters over other ISA
+# helpers, which test_runtime's probe compiles with clang++ for every ISA (their matrix builds were ~20 CPU-s).
 CLANG_SETS = "main"
 
 
