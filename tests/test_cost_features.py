@@ -25,6 +25,7 @@ from morello_build.synth.cost import (
     l2_evicts,
     l2_reuse_lines,
     lines_read,
+    long_bursts,
     lost_streams,
     shared_lines,
     short_runs,
@@ -192,6 +193,30 @@ def test_gl_short_run_counts_the_pieces_of_streams_the_prefetchers_lose():
     assert _loop_features(wide, (1, 1, 64, 2048)).get("gl_short_run") == 0
     gemm = _spec("matmul 4x64x1024 a=f32 b=bf16 c=f32 accum")  # B reused by 4 rows: from the caches
     assert lost_streams(gemm.op, (1, 4, 64, 128), (3,), 8, AVX2) == 0
+
+
+def test_gl_burst_line_counts_the_lines_of_each_piece_past_the_prefetchers_lead():
+    """Stepping n over 8 rows of K x N weights reads each trip's piece of each row in one burst: past
+    stream_burst_bytes (256) its lines count, on every trip; a view of the rows in L1 (its loops read
+    them from main memory as they go) counts the same; one row (one stream), more rows than the
+    prefetchers follow (gl_short_run's), N x K weights and GEMM operands count none."""
+    assert AVX2.costs.stream_burst_bytes == 256
+    spec = _spec("matmul 1x64x1024 a=f32 b=bf16 c=f32 accum")
+    rows8 = canonicalize(Spec(tile_op(spec.op, (1, 1, 8, 1024)), spec.limits))
+    assert _loop_features(rows8, (1, 1, 8, 256)).get("gl_burst_line") == 4 * 8 * (512 - 256) / 64
+    assert _loop_features(rows8, (1, 1, 8, 128)).get("gl_burst_line") == 0  # 256-byte pieces
+    wide = _spec("matmul 1x64x4096 a=f32 b=bf16 c=f32 accum")  # a view of 8 rows' first 1024 columns
+    part = canonicalize(Spec(tile_op(wide.op, (1, 1, 8, 1024)), wide.limits)).op
+    view = part.with_operands((part.a, dataclasses.replace(part.b, level=Level.L1), part.c))
+    assert _loop_features(Spec(view, wide.limits), (1, 1, 8, 256)).get("gl_burst_line") == 4 * 8 * 4
+    row1 = canonicalize(Spec(tile_op(spec.op, (1, 1, 1, 1024)), spec.limits))
+    assert _loop_features(row1, (1, 1, 1, 512)).get("gl_burst_line") == 0
+    rows64 = canonicalize(Spec(tile_op(spec.op, (1, 1, 64, 1024)), spec.limits))
+    assert _loop_features(rows64, (1, 1, 64, 512)).get("gl_burst_line") == 0
+    cols = _spec("matmul 1x1024x64 a=f32 b=bf16:col c=f32 accum")
+    assert _loop_features(cols, (1, 1, 1024, 8)).get("gl_burst_line") == 0
+    gemm = _spec("matmul 4x64x1024 a=f32 b=bf16 c=f32 accum")  # B reused by 4 rows: from the caches
+    assert long_bursts(gemm.op, (1, 4, 8, 256), (3,), 4, AVX2) == 0
 
 
 def test_gl_interleaved_counts_lines_of_interleaved_streams():

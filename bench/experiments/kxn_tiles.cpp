@@ -9,6 +9,11 @@
 // Zen 4, 2026-11-27: k8r8 / k8r4 0.80-0.87 of the sweep, k8r16 (the search's pick) 0.77-0.81, k16 0.62-0.74,
 // k1-k4 0.25-0.65 (C's round trips through L2 cost as much as the weights), C kept in L1 0.31-0.65 (a run of
 // 8 KiB per row restarts the prefetchers); software prefetches 0.34-0.61. No shape reached 0.9.
+// Zen 4, later the same day (three runs; the sweep 26-31 GB/s): k8r16 0.70-0.78, k8r8 0.78-0.89, k8r4 0.78-0.86,
+// k8r16-h4 (k8r16's C tile, each row read in 128-byte slices) 0.80-0.82, h2 (256-byte) 0.76-0.77: a row's burst
+// per visit decides, not the C tile (the prefetchers run ~256 bytes ahead of each of 8 streams: cost
+// gl_burst_line); the search now picks 128-column tiles. k8r*-ahead2k (the next k tile's rows prefetched into
+// L2 during each row's last 2 KiB): no gain (0.74-0.83, as their rows<> in the same runs).
 // Build and run (from the repository root):
 //   .venv/bin/morello-build synth "matmul 1x2048x16384 a=f32 b=bf16 c=f32 serial" -o /tmp/kxn_gen.hpp --name gen
 //   g++ -O3 -march=native -std=c++17 -DWITH_GENERATED -include /tmp/kxn_gen.hpp bench/experiments/kxn_tiles.cpp
@@ -55,6 +60,37 @@ __attribute__((noinline)) void rows(const float* a, const uint16_t* b, float* c)
   for (long k0 = 0; k0 < K; k0 += KB)
     for (long n0 = 0; n0 < N; n0 += 16 * R) tile<KB, R>(a, b, c, k0, n0);
 }
+// rows<KB, R>, and during each row's last P bytes a prefetch into L2 of the first P bytes of the row KB later (the
+// next k tile's streams start warm instead of each restarting the hardware prefetchers)
+template <int KB, int R, int P>
+__attribute__((noinline)) void rows_ahead(const float* a, const uint16_t* b, float* c) {
+  for (long k0 = 0; k0 < K; k0 += KB)
+    for (long n0 = 0; n0 < N; n0 += 16 * R) {
+      if (k0 + KB < K && n0 + P / 2 >= N)
+        for (int kk = 0; kk < KB; ++kk)
+          for (int l = 0; l < 16 * R; l += 32)
+            _mm_prefetch(reinterpret_cast<const char*>(b + (k0 + KB + kk) * N + n0 + l + P / 2 - N), _MM_HINT_T1);
+      tile<KB, R>(a, b, c, k0, n0);
+    }
+}
+// rows<KB, R>'s C tile of R zmm, but each row read in H slices of R/H zmm (bursts of 32R/H bytes per row)
+template <int KB, int R, int H>
+__attribute__((noinline)) void sliced(const float* a, const uint16_t* b, float* c) {
+  for (long k0 = 0; k0 < K; k0 += KB)
+    for (long n0 = 0; n0 < N; n0 += 16 * R) {
+      __m512 acc[R];
+      _Pragma("GCC unroll 16") for (int r = 0; r < R; ++r) acc[r] = k0 ? _mm512_loadu_ps(c + n0 + 16 * r) : _mm512_setzero_ps();
+      _Pragma("GCC unroll 16") for (int h = 0; h < H; ++h) {
+        _Pragma("GCC unroll 16") for (int kk = 0; kk < KB; ++kk) {
+          const uint16_t* row = b + (k0 + kk) * N + n0;
+          const __m512 av = _mm512_set1_ps(a[k0 + kk]);
+          _Pragma("GCC unroll 16") for (int r = h * R / H; r < (h + 1) * R / H; ++r)
+            acc[r] = _mm512_fmadd_ps(av, load_bf16(row + 16 * r), acc[r]);
+        }
+      }
+      _Pragma("GCC unroll 16") for (int r = 0; r < R; ++r) _mm512_storeu_ps(c + n0 + 16 * r, acc[r]);
+    }
+}
 template <int NC, int KB, int R>
 __attribute__((noinline)) void chunks(const float* a, const uint16_t* b, float* c) {
   for (long c0 = 0; c0 < N; c0 += NC)
@@ -99,6 +135,8 @@ int main(int argc, char** argv) {
       {"k8r16", rows<8, 16>, {}},         {"k8r8", rows<8, 8>, {}},           {"k8r4", rows<8, 4>, {}},
       {"k16r4", rows<16, 4>, {}},         {"k4r8", rows<4, 8>, {}},           {"k1r8", rows<1, 8>, {}},
       {"c4k-k8r8", chunks<4096, 8, 8>, {}}, {"c4k-k1r8", chunks<4096, 1, 8>, {}},
+      {"k8r16-ahead2k", rows_ahead<8, 16, 2048>, {}}, {"k8r8-ahead2k", rows_ahead<8, 8, 2048>, {}},
+      {"k8r16-h2", sliced<8, 16, 2>, {}}, {"k8r16-h4", sliced<8, 16, 4>, {}},
   };
   rows<1, 1>(a.data(), weights[0], want.data());  // the plain order of sums, as the check's reference
   for (size_t i = 1; i < cs.size(); ++i) {

@@ -54,6 +54,7 @@ from morello_build.synth.loops import (  # noqa: F401 (re-exported: the loop fea
     busiest_share,
     l1_reuse_lines,
     l2_reuse_lines,
+    long_bursts,
     loop_features,
     lost_streams,
     shared_lines,
@@ -89,6 +90,7 @@ _CLASS_OF = {
     "gl_interleaved": "transfer",
     "gl_two_streams": "transfer",
     "gl_short_run": "serial",  # the first lines of a run wait for DRAM: nothing else to do
+    "gl_burst_line": "transfer",  # a line of a burst the prefetchers did not fetch ahead: slower transfers
     "l1_line": "transfer",
     "l2_line": "transfer",
     "l2_stream": "transfer",

@@ -6,6 +6,7 @@ from __future__ import annotations
 from functools import lru_cache
 from math import ceil
 
+from morello_build.ir.machine import LINE_BYTES
 from morello_build.ir.spec import Level, operand_tiles
 from morello_build.synth.caches import l2_evicts, view_evicts
 from morello_build.synth.features import Features
@@ -26,14 +27,15 @@ def loop_features(op, bodies, counts, dims, tile, parallel: bool, unrolled: bool
     trips = sum(counts)
     loop_iter = 0 if unrolled else trips
     runs = short_runs(op, tile, dims, trips, target) + lost_streams(op, tile, dims, trips, target)
+    bursts = long_bursts(op, tile, dims, trips, target)
     if parallel:
         shared = sum(n * shared_lines(s) for n, s in zip(counts, bodies))
         per_trip = Features.of(loop_iter=loop_iter, shared_line=shared) * busiest_share(trips, target.threads)
-        return per_trip + Features.of(parallel_setup=1, gl_short_run=runs)
+        return per_trip + Features.of(parallel_setup=1, gl_short_run=runs, gl_burst_line=bursts)
     l1, in_l1 = l1_reuse_lines(op, bodies, counts, dims, target)
     l2 = l2_reuse_lines(bodies[0], dims, trips, target, skip=in_l1)
     reuse = (("l1_reuse_line", l1), ("l2_reuse_line", l2))
-    return Features.ordered(("gl_short_run", runs), ("loop_iter", loop_iter), *reuse)
+    return Features.ordered(("gl_short_run", runs), ("gl_burst_line", bursts), ("loop_iter", loop_iter), *reuse)
 
 
 def shared_lines(spec) -> int:
@@ -143,8 +145,27 @@ def lost_streams(op, tile: tuple[int, ...], dims: tuple[int, ...], trips: int, t
     return runs
 
 
+def long_bursts(op, tile: tuple[int, ...], dims: tuple[int, ...], trips: int, target) -> float:
+    """``gl_burst_line``: a loop that steps a main-memory input read once (a GEMV's weights) along its fastest
+    dim, over a body tile of 2 to ``prefetch_streams`` runs (streams the prefetchers follow side by side: K x N
+    weights, several rows at a time), reads each trip's piece of each run in one burst (the register tiles the
+    search builds load a row's columns together); the lines of a piece past ``stream_burst_bytes`` count.
+    Counted for a parallel loop's trips too, as short_runs'."""
+    burst = target.costs.stream_burst_bytes
+    lines = 0.0
+    for i, t, idims in _read_once(op, views=True) if burst else ():
+        stepped = {p for p, j in enumerate(idims) if j in dims}
+        if stepped != {t.layout.digits[-1].dim}:
+            continue
+        body = operand_tiles(op, tile)[i]
+        n = body.runs()
+        if 2 <= n <= target.costs.prefetch_streams and body.bytes > n * burst:
+            lines += trips * (body.bytes - n * burst) / LINE_BYTES
+    return lines
+
+
 @lru_cache(maxsize=1 << 12)
-def _read_once(op) -> tuple:
+def _read_once(op, views: bool = False) -> tuple:
     """(index, tile, iteration dims) of the main-memory inputs of an op with a reduction that no other dim
     reuses (short_runs, lost_streams); once per op, whose loops the search plans a dozen of."""
     if not op.reduction_dims:
@@ -153,5 +174,7 @@ def _read_once(op) -> tuple:
     return tuple(
         (i, t, idims)
         for i, (t, idims) in operands
-        if i not in op.outputs and t.level == Level.GL and not any(e > 1 for j, e in enumerate(shape) if j not in idims)
+        if i not in op.outputs
+        and (t.level == Level.GL or views and t.level == Level.L1 and t.runs() > 1)
+        and not any(e > 1 for j, e in enumerate(shape) if j not in idims)
     )
