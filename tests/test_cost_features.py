@@ -195,7 +195,7 @@ def test_gl_short_run_counts_the_pieces_of_streams_the_prefetchers_lose():
     assert lost_streams(gemm.op, (1, 4, 64, 128), (3,), 8, AVX2) == 0
 
 
-def test_gl_burst_line_counts_the_lines_of_each_piece_past_the_prefetchers_lead():
+def test_gl_burst_line_counts_the_lines_of_each_rows_piece_past_the_burst():
     """Stepping n over 8 rows of K x N weights reads each trip's piece of each row in one burst: past
     stream_burst_bytes (256) its lines count, on every trip; a view of the rows in L1 (its loops read
     them from main memory as they go) counts the same; one row (one stream), more rows than the

@@ -418,8 +418,8 @@ def test_gemv_weights_stored_k_by_n_are_read_in_page_long_row_runs(text):
 @pytest.mark.parametrize("text", ["matmul 1x2048x16384 a=f32 b=bf16 c=f32", "matmul 1x2048x16384 a=bf16 b=bf16"])
 def test_gemv_weights_stored_k_by_n_are_read_in_short_bursts_per_row(text):
     """Where the loops read several rows of K x N weights side by side, stepping along them, each trip reads
-    at most stream_burst_bytes of each row (the prefetchers' lead: 256-column tiles ran 0.72-0.78 of a read
-    sweep on Zen 4, 128-column ones 0.80-0.86; cost.long_bursts)."""
+    at most stream_burst_bytes of each row (256-column tiles ran 0.70-0.78 of a read sweep on Zen 4,
+    128-column ones 0.78-0.89; cost.long_bursts)."""
     from morello_build.ir.grammar import parse_spec
     from morello_build.ir.impl import Loop
     from morello_build.ir.spec import Level, operand_tiles

@@ -11,8 +11,8 @@
 // 8 KiB per row restarts the prefetchers); software prefetches 0.34-0.61. No shape reached 0.9.
 // Zen 4, later the same day (three runs; the sweep 26-31 GB/s): k8r16 0.70-0.78, k8r8 0.78-0.89, k8r4 0.78-0.86,
 // k8r16-h4 (k8r16's C tile, each row read in 128-byte slices) 0.80-0.82, h2 (256-byte) 0.76-0.77: a row's burst
-// per visit decides, not the C tile (the prefetchers run ~256 bytes ahead of each of 8 streams: cost
-// gl_burst_line); the search now picks 128-column tiles. k8r*-ahead2k (the next k tile's rows prefetched into
+// per visit decides, not the C tile size (cost gl_burst_line; a bare read of 8 streams in such bursts shows
+// no penalty, so it is this loop's out-of-order window, not the prefetchers); the search now picks 128 columns. k8r*-ahead2k (the next k tile's rows prefetched into
 // L2 during each row's last 2 KiB): no gain (0.74-0.83, as their rows<> in the same runs).
 // Build and run (from the repository root):
 //   .venv/bin/morello-build synth "matmul 1x2048x16384 a=f32 b=bf16 c=f32 serial" -o /tmp/kxn_gen.hpp --name gen

@@ -149,7 +149,8 @@ def long_bursts(op, tile: tuple[int, ...], dims: tuple[int, ...], trips: int, ta
     """``gl_burst_line``: a loop that steps a main-memory input read once (a GEMV's weights) along its fastest
     dim, over a body tile of 2 to ``prefetch_streams`` runs (streams the prefetchers follow side by side: K x N
     weights, several rows at a time), reads each trip's piece of each run in one burst (the register tiles the
-    search builds load a row's columns together); the lines of a piece past ``stream_burst_bytes`` count.
+    search builds load a row's columns together); the lines of a piece past ``stream_burst_bytes`` count. The
+    input may be an L1 view of several rows: the loops inside a view read it from main memory as they go.
     Counted for a parallel loop's trips too, as short_runs'."""
     burst = target.costs.stream_burst_bytes
     lines = 0.0

@@ -30,12 +30,15 @@ class CostTable:
     # registers) read 10.6 GB/s, ~110 cycles lost per run; 8 rows side by side in 8 KiB runs 22 GB/s; sweep 28.5.
     gl_short_run: float = 100.0
     # A line of a long burst: a loop that reads several rows of main-memory weights side by side (at most
-    # prefetch_streams), stepping along them, reads each trip's piece of each row in one burst; past
-    # stream_burst_bytes of it the prefetchers, which run that far ahead of each stream, fall behind, and the
-    # burst's further lines wait (cost.long_bursts). 1x2048x16384 bf16 K x N on Zen 4, one thread, 8 rows side
-    # by side (bench/experiments/kxn_tiles.cpp): 256-column register tiles (512-byte pieces) 0.72-0.78 of a
-    # read sweep, 128 or 64 columns 0.80-0.89, and 256 columns read in four 128-byte slices per row 0.80-0.82:
-    # ~2.8 cycles per line past 256 bytes.
+    # prefetch_streams), stepping along them, reads each trip's piece of each row in one burst (the register
+    # tile's columns); the lines of a piece past stream_burst_bytes cost this more (cost.long_bursts).
+    # 1x2048x16384 bf16 K x N on Zen 4, one thread, 8 rows side by side (bench/experiments/kxn_tiles.cpp):
+    # 256-column register tiles (512-byte pieces) 0.70-0.78 of a read sweep, 128 or 64 columns 0.78-0.89, and
+    # 256 columns with each row read in 128-byte slices 0.78-0.86: ~2.8 cycles per line past 256 bytes. A bare
+    # read of 8 streams in bursts of 64 bytes to 2 KiB (with or without the widening FMAs) shows no such
+    # penalty, so it is the register tile's loop (its FMA chains and C tile hold the out-of-order window on
+    # one row's burst), not the prefetchers; `calibrate` does not measure it. Where a CPU lacks it, the
+    # shorter tiles it prefers cost ~0.5% more by the rest of the model (loop trips).
     gl_burst_line: float = 3.0
     l1_line: float = 0.5  # a line brought in from L1 (a copy's source or a view already in L1)
     l2_line: float = 2.0  # a line from L2: copied or viewed from an L2 view, or a scratch block's line leaving L1
@@ -77,8 +80,8 @@ class CostTable:
     # than 16 rows, 5x faster than 32 or 64); no public figure for AMD. Intel's L2 streamer tracks 32 streams
     # (one per 4 KiB page and direction; optimization manual, "Data prefetching"): `calibrate` should measure it.
     prefetch_streams: int = 8
-    # How far ahead (bytes) the prefetchers run of each of several streams they follow side by side (gl_burst_line);
-    # a parameter, not a price; 0: no limit. Zen 4 (above): 256-byte pieces read at full speed, 512 did not.
+    # The longest piece of each of several rows read side by side that costs no gl_burst_line; a parameter, not
+    # a price; 0: no limit. Zen 4 (above): 256-byte pieces read at full speed, 512 did not.
     stream_burst_bytes: int = 256
     # How far ahead (bytes) the dot kernels (plain and the pair's) prefetch each B column they stream from main memory,
     # one prefetch per line (a vec_load each); 0: none. A parameter, not a price. The pair's loop spends ~24
