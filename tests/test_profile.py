@@ -137,8 +137,10 @@ BAD = [
 ]
 
 
-def test_a_profile_may_turn_prefetching_off():
+def test_a_profile_may_turn_prefetching_and_the_burst_limit_off():
     assert profiles.parse({"morello_profile": 1, "costs": {"prefetch_bytes": 0}}).table(32).prefetch_bytes == 0
+    off = profiles.parse({"morello_profile": 1, "costs": {"stream_burst_bytes": 0}}).table(32)
+    assert off.stream_burst_bytes == 0
 
 
 @pytest.mark.parametrize("data, message", BAD)

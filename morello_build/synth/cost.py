@@ -90,7 +90,7 @@ _CLASS_OF = {
     "gl_interleaved": "transfer",
     "gl_two_streams": "transfer",
     "gl_short_run": "serial",  # the first lines of a run wait for DRAM: nothing else to do
-    "gl_burst_line": "transfer",  # a line of a burst the prefetchers did not fetch ahead: slower transfers
+    "gl_burst_line": "transfer",  # a line of a long burst of rows read side by side: slower transfers
     "l1_line": "transfer",
     "l2_line": "transfer",
     "l2_stream": "transfer",

@@ -168,7 +168,8 @@ def long_bursts(op, tile: tuple[int, ...], dims: tuple[int, ...], trips: int, ta
 @lru_cache(maxsize=1 << 12)
 def _read_once(op, views: bool = False) -> tuple:
     """(index, tile, iteration dims) of the main-memory inputs of an op with a reduction that no other dim
-    reuses (short_runs, lost_streams); once per op, whose loops the search plans a dozen of."""
+    reuses (short_runs, lost_streams), with ``views`` also its L1 views of several runs (long_bursts: a dense
+    copy is one run); once per op, whose loops the search plans a dozen of."""
     if not op.reduction_dims:
         return ()
     shape, operands = op.iter_shape, enumerate(zip(op.operands, op.operand_iter_dims))

@@ -29,7 +29,7 @@ FILE_KEYS = {"morello_profile", "name", "date", "host", "base", "caches", "measu
 WIDTHS = {"32": 32, "64": 64}  # "widths": per vector width (bytes), costs that replace "costs" for that width
 CACHE_KEYS = {"l1d_bytes", "l1d_ways", "l2_bytes"}
 COST_FIELDS = {f.name: f.type for f in fields(CostTable)}
-MAY_BE_ZERO = {"prefetch_bytes", "vec_pipes"}  # integer parameters where 0 means "off"
+MAY_BE_ZERO = {"prefetch_bytes", "vec_pipes", "stream_burst_bytes"}  # integer parameters where 0 means "off"
 
 
 class ProfileError(ValueError):
