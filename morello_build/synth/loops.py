@@ -134,11 +134,7 @@ def lost_streams(op, tile: tuple[int, ...], dims: tuple[int, ...], trips: int, t
     thread: k tiles of 8 rows read 13.8 GB/s, of 16 rows 7.6, of 32 to 64 rows 2.8, while the model costed
     them within 3% of each other). Short runs are counted for a parallel loop's trips too, as short_runs'."""
     runs = 0
-    for i, t, idims in _read_once(op):
-        stepped = {p for p, j in enumerate(idims) if j in dims}
-        if stepped != {t.layout.digits[-1].dim}:
-            continue
-        body = operand_tiles(op, tile)[i]
+    for body in _streamed_tiles(op, tile, dims):
         n = body.runs()
         if n > target.costs.prefetch_streams and body.bytes < n * target.costs.page_bytes:
             runs += trips * n
@@ -154,15 +150,20 @@ def long_bursts(op, tile: tuple[int, ...], dims: tuple[int, ...], trips: int, ta
     Counted for a parallel loop's trips too, as short_runs'."""
     burst = target.costs.stream_burst_bytes
     lines = 0.0
-    for i, t, idims in _read_once(op, views=True) if burst else ():
-        stepped = {p for p, j in enumerate(idims) if j in dims}
-        if stepped != {t.layout.digits[-1].dim}:
-            continue
-        body = operand_tiles(op, tile)[i]
+    for body in _streamed_tiles(op, tile, dims, views=True) if burst else ():
         n = body.runs()
         if 2 <= n <= target.costs.prefetch_streams and body.bytes > n * burst:
             lines += trips * (body.bytes - n * burst) / LINE_BYTES
     return lines
+
+
+def _streamed_tiles(op, tile: tuple[int, ...], dims: tuple[int, ...], views: bool = False):
+    """The body tiles of the read-once inputs (_read_once) that a loop over ``dims`` steps along their fastest
+    dim only, so that each run of the tile continues on the next trip: streams side by side (lost_streams,
+    long_bursts)."""
+    for i, t, idims in _read_once(op, views):
+        if {p for p, j in enumerate(idims) if j in dims} == {t.layout.digits[-1].dim}:
+            yield operand_tiles(op, tile)[i]  # only here: most loops count nothing, and plan() is hot
 
 
 @lru_cache(maxsize=1 << 12)
