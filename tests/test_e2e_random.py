@@ -2,7 +2,7 @@
 compares the kernel with its reference loop (cpp_tests/check.hpp: tolerances, determinism, guard zones,
 serial and threaded parallel-for).
 
-Bounded to stay fast: 8 examples, -O1, one compile per example; one search memo per ISA shared by all
+Bounded to stay fast: 5 examples, -O1, one compile per example; one search memo per ISA shared by all
 examples (as a build's synthesis DB would be); dims 1..24 (1..12 when batched, since batch multiplies the
 sub-specs the search visits; with 40, one example's search took up to 20 s and the test 17-80 s: larger shapes
 are the cpp_tests matrix's).
