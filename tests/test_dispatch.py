@@ -17,6 +17,7 @@ import pytest
 
 from morello_build.check.testing import CHECK_DIR, compile_program, cxx
 from morello_build.ir.grammar import parse_spec
+from morello_build.ir.impl import Kernel, walk
 from morello_build.target import DISPATCH_LEVELS, native_isa
 from morello_build.tools import api, cli
 
@@ -148,3 +149,22 @@ def test_cli_explain_dispatch(capsys):
         "## avx2",
         "## scalar",
     ]
+
+
+def test_avx512_bf16_reuses_avx512s_program_only_where_its_own_kernels_cannot_serve():
+    """search_isa: avx512_bf16's extra kernels are the bf16 x bf16 and the VNNI integer dot kernels; an aquant
+    spec's level gets its own search (it used to take avx512's program, without VNNI), a plain one reuses."""
+    from morello_build.target import get_target
+
+    extra = {k.name for k in get_target("avx512_bf16").kernels()} - {k.name for k in get_target("avx512").kernels()}
+    assert extra == {"dot_bf16_dp", "dot_bf16_dp_pair", *(n for n in extra if n.startswith("dot_int"))}, extra
+    own = ["matmul 3x32x2 a=bf16 b=bf16:col", "matmul 1x64x3 b=q4_0 aquant=i8", "gated 2x64x3 b=q8_0:col aquant=i8"]
+    for spec in own:
+        assert api.search_isa(parse_spec(spec), "avx512_bf16") == "avx512_bf16", spec
+    for spec in ("matmul 3x3x9", "matmul 1x24x3 b=bf16:col", "matmul 1x64x3 b=q4_0", "matmul 2x9x3 a=bf16 b=f32"):
+        assert api.search_isa(parse_spec(spec), "avx512_bf16") == "avx512", spec
+    _, variants = api.synthesize_variants("matmul 4x64x16 b=q4_0:col aquant=i8", threads=1, db=os.environ["MORELLO_DB"])
+    level = next(v for v in variants if v.level == "avx512_bf16")
+    assert level.code == "avx512_bf16"
+    kernels = {n.name for n in walk(level.impl) if isinstance(n, Kernel)}
+    assert kernels & extra, kernels

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from morello_build.ir import aquant
 from morello_build.ir.grammar import UserSpec, parse_spec
 from morello_build.synth.search import synthesize
 from morello_build.target import DISPATCH_LEVELS, TARGETS, get_target
@@ -126,12 +127,13 @@ def synthesize_variants(
 
 def search_isa(user: UserSpec, isa: str) -> str:
     """The ISA whose search gives the same program as ``isa``'s: highway's catalog and costs are avx2's,
-    and avx512_bf16 differs from avx512 only when A and B are both bf16 (dot_bf16_dp)."""
+    and avx512_bf16's kernels beyond avx512's serve only A and B both bf16 (dot_bf16_dp) or A quantized to
+    int8 in the kernel (aquant=i8: the VNNI dot kernels)."""
     if isa == "highway":
         return "avx2"
     if isa == "avx512_bf16":
         a, b = user.dtypes[:2]
-        return isa if a.value == b.value == "bf16" else "avx512"
+        return isa if a.value == b.value == "bf16" or aquant.is_quantized_a(a) else "avx512"
     return isa
 
 
