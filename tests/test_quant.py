@@ -16,6 +16,7 @@ from unittest import mock
 import ml_dtypes
 import numpy as np
 import pytest
+import shared_search
 
 from morello_build.check.interpret import execute, interpret
 from morello_build.check.testing import compile_program, cxx
@@ -84,7 +85,7 @@ PAIR_KERNEL = (GATED[0], GATED[2], GATED[3], GATED[4])  # the others: the search
 def _synthesize(text: str, target):
     user = parse_spec(text)
     if text not in PAIR_KERNEL or not target.lanes:
-        return synthesize(user.to_spec(target.limits()), target)[0]
+        return shared_search.program(user, target)
     without = lambda s, t: (a for a in enumerate_actions(s, t) if not isinstance(a, SplitPair))  # noqa: E731
     with mock.patch.object(search, "enumerate_actions", without):
         return synthesize(user.to_spec(target.limits()), target)[0]

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import shared_search
 
 from morello_build.check.interpret import execute, interpret
 from morello_build.codegen import emit_header
@@ -134,7 +135,7 @@ def test_grammar_errors_name_the_token(text, words):
 def test_quantizing_copy_outside_the_loop_over_n():
     target = get_target("avx2", threads=2)
     u = parse_spec("matmul 1x2048x512 b=q4_0 aquant=i8")
-    impl, _ = synthesize(u.to_spec(target.limits()), target)
+    impl = shared_search.program(u, target)
     moves = [n for n in walk(impl) if isinstance(n, MoveImpl) and n.buffer.dtype == aquant.Q8A]
     assert len(moves) == 1 and moves[0].load.name == "quantize_a"
     above = [n for n in walk(impl) if isinstance(n, Loop) and any(x is moves[0] for x in walk(n))]
@@ -211,7 +212,7 @@ def test_interpreter_matches_the_exact_semantics(isa):
     for text in SPECS[::2]:
         u = parse_spec(text)
         fmt = u.dtypes[1]
-        impl, _ = synthesize(u.to_spec(target.limits()), target)
+        impl = shared_search.program(u, target)
         a, arrays, exact, _, terms = _case(u, rng)
         w = dequantize(fmt, arrays["b"], u.k, arrays.get("b_scales"), arrays.get("b_zeros"))
         b = w.reshape(u.batch, u.n, u.k).transpose(0, 2, 1).astype(np.float32)
@@ -224,7 +225,7 @@ def test_interpreter_matches_the_exact_semantics(isa):
 def test_interpreter_runs_gated_pairs_exactly(text):
     """The gated pair's avx512 programs (compiled for avx512_bf16 only): one quantizing copy of A for both sums."""
     u, target = parse_spec(text), get_target("avx512", threads=2)
-    impl, _ = synthesize(u.to_spec(target.limits()), target)
+    impl = shared_search.program(u, target)
     assert sum(isinstance(n, MoveImpl) and n.buffer.dtype == aquant.Q8A for n in walk(impl)) == 1
     a, arrays, biases, exact, tol = _gated_case(u, np.random.default_rng(4))
     fmt = u.dtypes[1]
@@ -243,7 +244,7 @@ def _headers(isa: str):
     out = []
     for i, text in enumerate(SPECS + GATED):
         user = parse_spec(text)
-        impl, _ = synthesize(user.to_spec(target.limits()), target)
+        impl = shared_search.program(user, target)
         out.append(emit_header(user, impl, target, name=f"k{i}", namespace=f"qi{i}"))
     return tuple(out)
 
@@ -346,7 +347,7 @@ def test_search_picks_vnni512_for_zero_points():
     test_quant_int_zmm's picks)."""
     target = get_target("avx512_bf16", threads=2)
     u = parse_spec("matmul 1x2048x16384 b=i4:col group=32 scales=f16 zero aquant=i8")
-    impl, _ = synthesize(u.to_spec(target.limits()), target)
+    impl = shared_search.program(u, target)
     assert {n.name for n in walk(impl) if isinstance(n, Kernel) and n.name.startswith("dot_")} == {"dot_int4_vnni512"}
 
 

@@ -1,0 +1,34 @@
+"""One search per target in a test process, for the tests that synthesize with the catalog and actions as they are.
+
+Neighbouring specs share sub-programs, so one memo serves them all (as cpp_tests/gen_tests.py and a build's
+synthesis DB do: seven matrix specs in a row on avx512 searched in 27 s instead of 36), and an ISA whose
+program is another's (tools.api.search_isa: highway's is avx2's, avx512_bf16's mostly avx512's) reuses it
+instead of searching again. Tests that patch the catalog or the actions must search afresh (search.synthesize).
+"""
+
+from __future__ import annotations
+
+import sys
+
+from morello_build.synth.search import Search
+from morello_build.target import get_target
+from morello_build.tools.api import search_isa
+
+_SEARCHES: dict = {}
+
+
+def search_for(target) -> Search:
+    """This process's search for ``target`` (its memo kept for the rest of the run)."""
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 20000))  # as search.synthesize does
+    return _SEARCHES.setdefault(target, Search(target))
+
+
+def program(user, target):
+    """The best program of ``user`` (a UserSpec) for ``target``, from the search of the ISA that gives the same
+    program (when ``target`` is that ISA's own record, as get_target gives it)."""
+    own = search_isa(user, target.isa)
+    if own != target.isa and target == get_target(target.isa, threads=target.threads):
+        target = get_target(own, threads=target.threads)
+    impl = search_for(target).best(user.to_spec(target.limits()))
+    assert impl is not None, f"no program for {user} on {target.isa}"
+    return impl
