@@ -19,8 +19,15 @@ _SEARCHES: dict = {}
 
 def search_for(target) -> Search:
     """This process's search for ``target`` (its memo kept for the rest of the run)."""
+    if target not in _SEARCHES:
+        _SEARCHES[target] = new_search(target)
+    return _SEARCHES[target]
+
+
+def new_search(target) -> Search:
+    """A search of its own, for a test that patches the catalog: one memo for the specs it synthesizes then."""
     sys.setrecursionlimit(max(sys.getrecursionlimit(), 20000))  # as search.synthesize does
-    return _SEARCHES.setdefault(target, Search(target))
+    return Search(target)
 
 
 def program(user, target):

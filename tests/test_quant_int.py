@@ -23,7 +23,6 @@ from morello_build.ir.epilogue import ACTIVATIONS
 from morello_build.ir.formats import dequantize
 from morello_build.ir.grammar import SpecError, parse_spec
 from morello_build.ir.impl import Kernel, Loop, MoveImpl, walk
-from morello_build.synth.search import synthesize
 from morello_build.target import get_target
 from morello_build.tools.api import synthesize_header
 from tests.test_quant import (
@@ -320,9 +319,10 @@ def test_ymm_vnni_kernels_match_the_exact_semantics(tmp_path, monkeypatch, reque
     policy._selects.cache_clear()  # each target's kernel actions are cached: this catalog's, for this test only
     request.addfinalizer(policy._selects.cache_clear)
     target, headers = get_target("avx512_bf16", threads=2), []
+    search = shared_search.new_search(target)  # this catalog's: one memo for the specs below
     for i, text in enumerate(SPECS):
         user = parse_spec(text)
-        impl, _ = synthesize(user.to_spec(target.limits()), target)
+        impl = search.best(user.to_spec(target.limits()))
         header = emit_header(user, impl, target, name=f"k{i}", namespace=f"qi{i}")
         want = "dot_int4_vnni" if user.dtypes[1].name in ("q4_0", "i4") else "dot_int_vnni"
         assert f"// {want}:" in header and "vnni512" not in header, text
@@ -385,9 +385,10 @@ def test_dot_int4_tiles_with_zero_points(tmp_path, monkeypatch, request):
     policy._selects.cache_clear()  # each target's kernel actions are cached: this catalog's, for this test only
     request.addfinalizer(policy._selects.cache_clear)
     target, headers = get_target(isa, threads=2), []
+    search = shared_search.new_search(target)  # this catalog's: one memo for the specs below
     for i, text in enumerate(FORCED):
         user = parse_spec(text)
-        impl, _ = synthesize(user.to_spec(target.limits()), target)
+        impl = search.best(user.to_spec(target.limits()))
         shapes = {n.spec.op.iter_shape[1] for n in walk(impl) if isinstance(n, Kernel) and n.name == "dot_int4"}
         assert max(shapes) >= 2, (text, shapes)
         headers.append(emit_header(user, impl, target, name=f"k{i}", namespace=f"qi{i}"))
