@@ -163,7 +163,7 @@ def test_avx512_bf16_reuses_avx512s_program_only_where_its_own_kernels_cannot_se
         assert api.search_isa(parse_spec(spec), "avx512_bf16") == "avx512_bf16", spec
     for spec in ("matmul 3x3x9", "matmul 1x24x3 b=bf16:col", "matmul 1x64x3 b=q4_0", "matmul 2x9x3 a=bf16 b=f32"):
         assert api.search_isa(parse_spec(spec), "avx512_bf16") == "avx512", spec
-    _, variants = api.synthesize_variants("matmul 4x64x16 b=q4_0:col aquant=i8", threads=1, db=os.environ["MORELLO_DB"])
+    _, variants = api.synthesize_variants(FORMAT_SPECS[0], db=os.environ["MORELLO_DB"])  # q4_0, aquant=i8
     level = next(v for v in variants if v.level == "avx512_bf16")
     assert level.code == "avx512_bf16"
     kernels = {n.name for n in walk(level.impl) if isinstance(n, Kernel)}
