@@ -316,8 +316,9 @@ def test_ymm_vnni_kernels_match_the_exact_semantics(tmp_path, monkeypatch, reque
 
     zmm = ("dot_int4_vnni512", "dot_int_vnni512")
     monkeypatch.setattr(catalog, "CATALOG", tuple(k for k in catalog.CATALOG if k.name not in zmm))
-    policy._selects.cache_clear()  # each target's kernel actions are cached: this catalog's, for this test only
-    request.addfinalizer(policy._selects.cache_clear)
+    for cached in (policy._selects, policy._offered):  # the kernel actions are cached per target and per op:
+        cached.cache_clear()  # this catalog's, for this test only (else later searches would see them)
+        request.addfinalizer(cached.cache_clear)
     target, headers = get_target("avx512_bf16", threads=2), []
     search = shared_search.new_search(target)  # this catalog's: one memo for the specs below
     for i, text in enumerate(SPECS):
@@ -382,8 +383,9 @@ def test_dot_int4_tiles_with_zero_points(tmp_path, monkeypatch, request):
 
     without = tuple(k for k in catalog.CATALOG if k.name not in ("dot_int", "dot_int_scalar"))
     monkeypatch.setattr(catalog, "CATALOG", without)
-    policy._selects.cache_clear()  # each target's kernel actions are cached: this catalog's, for this test only
-    request.addfinalizer(policy._selects.cache_clear)
+    for cached in (policy._selects, policy._offered):  # the kernel actions are cached per target and per op:
+        cached.cache_clear()  # this catalog's, for this test only (else later searches would see them)
+        request.addfinalizer(cached.cache_clear)
     target, headers = get_target(isa, threads=2), []
     search = shared_search.new_search(target)  # this catalog's: one memo for the specs below
     for i, text in enumerate(FORCED):
