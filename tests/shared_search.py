@@ -3,7 +3,8 @@
 Neighbouring specs share sub-programs, so one memo serves them all (as cpp_tests/gen_tests.py and a build's
 synthesis DB do: seven matrix specs in a row on avx512 searched in 27 s instead of 36), and an ISA whose
 program is another's (tools.api.search_isa: highway's is avx2's, avx512_bf16's mostly avx512's) reuses it
-instead of searching again. Tests that patch the catalog or the actions must search afresh (search.synthesize).
+instead of searching again. Tests that patch the catalog (without_kernels) or the actions search afresh
+(new_search, search.synthesize).
 """
 
 from __future__ import annotations
@@ -28,6 +29,19 @@ def new_search(target) -> Search:
     """A search of its own, for a test that patches the catalog: one memo for the specs it synthesizes then."""
     sys.setrecursionlimit(max(sys.getrecursionlimit(), 20000))  # as search.synthesize does
     return Search(target)
+
+
+def without_kernels(names, monkeypatch, request) -> None:
+    """The kernel catalog without ``names`` for this test. The search's kernel actions are cached per target and
+    per op (synth/actions/policy.py): cleared before and after, so no other search sees this catalog's. Search
+    with new_search (the shared searches' memos hold the whole catalog's programs)."""
+    from morello_build.synth.actions import policy
+    from morello_build.target import kernels as catalog
+
+    monkeypatch.setattr(catalog, "CATALOG", tuple(k for k in catalog.CATALOG if k.name not in names))
+    for cached in (policy._selects, policy._offered):
+        cached.cache_clear()
+        request.addfinalizer(cached.cache_clear)
 
 
 def program(user, target):

@@ -311,14 +311,7 @@ def test_ymm_vnni_kernels_match_the_exact_semantics(tmp_path, monkeypatch, reque
     there) out of the catalog: every spec against numpy (M = 1..4, odd block and pair counts, N = 1 and primes,
     groups of 32, 64, 128 and channel), dot_int4_vnni by both of its ways with zero points (madd_epi16 by z;
     16 - z added to the nibbles: from 3 rows on)."""
-    import morello_build.target.kernels as catalog
-    from morello_build.synth.actions import policy
-
-    zmm = ("dot_int4_vnni512", "dot_int_vnni512")
-    monkeypatch.setattr(catalog, "CATALOG", tuple(k for k in catalog.CATALOG if k.name not in zmm))
-    for cached in (policy._selects, policy._offered):  # the kernel actions are cached per target and per op:
-        cached.cache_clear()  # this catalog's, for this test only (else later searches would see them)
-        request.addfinalizer(cached.cache_clear)
+    shared_search.without_kernels(("dot_int4_vnni512", "dot_int_vnni512"), monkeypatch, request)
     target, headers = get_target("avx512_bf16", threads=2), []
     search = shared_search.new_search(target)  # this catalog's: one memo for the specs below
     for i, text in enumerate(SPECS):
@@ -378,14 +371,7 @@ def test_dot_int4_tiles_with_zero_points(tmp_path, monkeypatch, request):
     """dot_int4's zero points on tiles of 2 to 4 rows: the search, without dot_int, picks them (avx2 only:
     highway's functions run the same AVX2 text, and SPECS' zero-point specs run there)."""
     isa = "avx2"
-    import morello_build.target.kernels as catalog
-    from morello_build.synth.actions import policy
-
-    without = tuple(k for k in catalog.CATALOG if k.name not in ("dot_int", "dot_int_scalar"))
-    monkeypatch.setattr(catalog, "CATALOG", without)
-    for cached in (policy._selects, policy._offered):  # the kernel actions are cached per target and per op:
-        cached.cache_clear()  # this catalog's, for this test only (else later searches would see them)
-        request.addfinalizer(cached.cache_clear)
+    shared_search.without_kernels(("dot_int", "dot_int_scalar"), monkeypatch, request)
     target, headers = get_target(isa, threads=2), []
     search = shared_search.new_search(target)  # this catalog's: one memo for the specs below
     for i, text in enumerate(FORCED):

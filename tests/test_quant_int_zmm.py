@@ -83,15 +83,8 @@ RIVALS = ("dot_int", "dot_int_vnni", "dot_int4", "dot_int4_vnni", "dot_int_scala
 
 
 def _force(name, monkeypatch, request):
-    """The catalog without the other integer dot kernels (the search's kernel actions are cached per catalog)."""
-    from morello_build.synth.actions import policy
-
-    out = RIVALS + tuple(k for k in KERNELS if k != name)
-    monkeypatch.setattr(catalog, "CATALOG", tuple(k for k in catalog.CATALOG if k.name not in out))
-    policy._selects.cache_clear()
-    policy._offered.cache_clear()
-    request.addfinalizer(policy._selects.cache_clear)
-    request.addfinalizer(policy._offered.cache_clear)
+    """The catalog without the other integer dot kernels."""
+    shared_search.without_kernels(RIVALS + tuple(k for k in KERNELS if k != name), monkeypatch, request)
 
 
 @pytest.mark.skipif(not HAVE_CXX, reason="no C++ compiler")
