@@ -8,7 +8,6 @@ in test_e2e_random.py. Tolerances are those of cpp_tests/check.hpp.
 
 from __future__ import annotations
 
-import functools
 import itertools
 import os
 import random
@@ -19,6 +18,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import shared_search
 
 from morello_build import __version__
 from morello_build.check.testing import check_headers, cxx
@@ -192,10 +192,9 @@ def test_avx512_bf16_widening_is_one_instruction(tmp_path):
 
 
 # -- programs the search does not choose by itself --------------------------------------------------------
-@functools.cache
 def _search(isa: str) -> Search:
-    """One memo per ISA for this module: the forced programs' sub-specs overlap (a fresh search each redid them)."""
-    return Search(get_target(isa))
+    """One memo per ISA (shared_search): the forced programs' sub-specs overlap (a fresh search each redid them)."""
+    return shared_search.search_for(get_target(isa))
 
 
 def _forced(spec: str, isa: str, plan):

@@ -16,6 +16,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+import shared_search
 
 hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
@@ -25,7 +26,6 @@ from morello_build.check.testing import check_headers, cxx  # noqa: E402
 from morello_build.codegen import emit_header  # noqa: E402
 from morello_build.ir.grammar import UserSpec, format_spec  # noqa: E402
 from morello_build.ir.spec import DType  # noqa: E402
-from morello_build.synth.search import Search  # noqa: E402
 from morello_build.target import cpu_flags, get_target  # noqa: E402
 
 pytestmark = pytest.mark.skipif(shutil.which(cxx().split()[0]) is None, reason="no C++ compiler")
@@ -43,8 +43,8 @@ def _runnable_isas() -> list[str]:
 
 
 ISAS = _runnable_isas()
-_SEARCHES: dict[str, Search] = {}
-sys.setrecursionlimit(max(sys.getrecursionlimit(), 20000))  # deep Impl trees (as search.synthesize does)
+# deep Impl trees (as search.synthesize does); set here, not inside a hypothesis test, which would warn
+sys.setrecursionlimit(max(sys.getrecursionlimit(), 20000))
 
 
 @st.composite
@@ -68,8 +68,7 @@ def user_specs(draw):
 @given(user=user_specs(), isa=st.sampled_from(ISAS))
 def test_random_spec_end_to_end(user, isa):
     target = get_target(isa)
-    search = _SEARCHES.setdefault(isa, Search(target))
-    impl = search.best(user.to_spec(target.limits()))
+    impl = shared_search.search_for(target).best(user.to_spec(target.limits()))
     assert impl is not None, f"no program for {format_spec(user)} on {isa}"
     text = emit_header(user, impl, target, name="rnd", namespace="e2e")
     with tempfile.TemporaryDirectory(prefix="morello-e2e-") as d:

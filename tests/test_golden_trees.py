@@ -10,13 +10,12 @@ and commit the diff with the figures that justify it.
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 import pytest
+import shared_search
 
 from morello_build.ir.grammar import parse_spec
-from morello_build.synth.search import Search
 from morello_build.target import get_target
 from morello_build.tools.cli import explain_tree
 
@@ -39,17 +38,12 @@ CASES = [("avx512_bf16", name, spec) for name, spec in {**W1, **W2, **W3, **W4}.
 CASES += [("avx2", name, spec) for name, spec in W1.items()]
 
 
-# One search per ISA for this module: neighbouring specs share sub-programs, as through a build's synthesis DB
-# (its in-memory memo: a DB replays every sub-program it answers, a third slower on a DB this module fills).
-_SEARCHES: dict = {}
-
-
 def explain_with_features(spec: str, isa: str) -> str:
-    sys.setrecursionlimit(max(sys.getrecursionlimit(), 20000))  # as search.synthesize does
+    # One search per target (shared_search): neighbouring specs share sub-programs, as through a build's synthesis
+    # DB (its in-memory memo: a DB replays every sub-program it answers, a third slower on a DB this module fills).
     target = get_target(isa, threads=2)
-    search = _SEARCHES.setdefault(isa, Search(target))
     user = parse_spec(spec)
-    impl = search.best(user.to_spec(target.limits()))
+    impl = shared_search.search_for(target).best(user.to_spec(target.limits()))
     assert impl is not None, spec
     return f"# {user} ({isa})\n" + explain_tree(impl, True, target.costs) + "\n"
 

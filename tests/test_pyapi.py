@@ -26,6 +26,7 @@ import sys
 import textwrap
 
 import pytest
+import shared_search
 
 np = pytest.importorskip("numpy")
 ml_dtypes = pytest.importorskip("ml_dtypes")
@@ -89,18 +90,12 @@ def _shared_search_header(spec, *, isa, name, namespace, db=None, threads=None):
     path (header cache, isa, threads) is tested by the build-cache tests below and test_threads.py."""
     from morello_build.codegen import emit_header
     from morello_build.ir.grammar import parse_spec
-    from morello_build.synth.search import Search
     from morello_build.target import get_target
 
-    sys.setrecursionlimit(max(sys.getrecursionlimit(), 20000))  # as search.synthesize does
     user, target = parse_spec(spec), get_target(isa, threads=threads)
-    search = _SEARCHES.setdefault((target.isa, target.threads), Search(target))
-    impl = search.best(user.to_spec(target.limits()))
+    impl = shared_search.search_for(target).best(user.to_spec(target.limits()))
     assert impl is not None, spec
     return emit_header(user, impl, target, name=name, namespace=namespace)
-
-
-_SEARCHES: dict = {}
 
 
 @pytest.fixture(scope="session")
