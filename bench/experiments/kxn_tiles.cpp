@@ -12,8 +12,9 @@
 // Zen 4, later the same day (three runs; the sweep 26-31 GB/s): k8r16 0.70-0.78, k8r8 0.78-0.89, k8r4 0.78-0.86,
 // k8r16-h4 (k8r16's C tile, each row read in 128-byte slices) 0.80-0.82, h2 (256-byte) 0.76-0.77: a row's burst
 // per visit decides, not the C tile size (cost gl_burst_line; a bare read of 8 streams in such bursts shows
-// no penalty, so it is this loop's out-of-order window, not the prefetchers); the search now picks 128 columns. k8r*-ahead2k (the next k tile's rows prefetched into
-// L2 during each row's last 2 KiB): no gain (0.74-0.83, as their rows<> in the same runs).
+// no penalty, so it comes with this loop, not from the prefetchers; the mechanism is not established); the
+// search now picks 128 columns. k8r*-ahead2k (the next k tile's rows prefetched into L2 during each row's last
+// 2 KiB): no gain (0.74-0.83, as their rows<> in the same runs).
 // Build and run (from the repository root):
 //   .venv/bin/morello-build synth "matmul 1x2048x16384 a=f32 b=bf16 c=f32 serial" -o /tmp/kxn_gen.hpp --name gen
 //   g++ -O3 -march=native -std=c++17 -DWITH_GENERATED -include /tmp/kxn_gen.hpp bench/experiments/kxn_tiles.cpp
@@ -79,7 +80,8 @@ __attribute__((noinline)) void sliced(const float* a, const uint16_t* b, float* 
   for (long k0 = 0; k0 < K; k0 += KB)
     for (long n0 = 0; n0 < N; n0 += 16 * R) {
       __m512 acc[R];
-      _Pragma("GCC unroll 16") for (int r = 0; r < R; ++r) acc[r] = k0 ? _mm512_loadu_ps(c + n0 + 16 * r) : _mm512_setzero_ps();
+      _Pragma("GCC unroll 16") for (int r = 0; r < R; ++r)
+          acc[r] = k0 ? _mm512_loadu_ps(c + n0 + 16 * r) : _mm512_setzero_ps();
       _Pragma("GCC unroll 16") for (int h = 0; h < H; ++h) {
         _Pragma("GCC unroll 16") for (int kk = 0; kk < KB; ++kk) {
           const uint16_t* row = b + (k0 + kk) * N + n0;

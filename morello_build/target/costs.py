@@ -31,13 +31,13 @@ class CostTable:
     gl_short_run: float = 100.0
     # A line of a long burst: a loop that reads several rows of main-memory weights side by side (at most
     # prefetch_streams), stepping along them, reads each trip's piece of each row in one burst (the register
-    # tile's columns); the lines of a piece past stream_burst_bytes cost this more (cost.long_bursts).
+    # tile's columns); the lines of a piece past stream_burst_bytes cost this more (loops.long_bursts).
     # 1x2048x16384 bf16 K x N on Zen 4, one thread, 8 rows side by side (bench/experiments/kxn_tiles.cpp):
     # 256-column register tiles (512-byte pieces) 0.70-0.78 of a read sweep, 128 or 64 columns 0.78-0.89, and
     # 256 columns with each row read in 128-byte slices 0.78-0.86: ~2.8 cycles per line past 256 bytes. A bare
     # read of 8 streams in bursts of 64 bytes to 2 KiB (with or without the widening FMAs) shows no such
-    # penalty, so it is the register tile's loop (its FMA chains and C tile hold the out-of-order window on
-    # one row's burst), not the prefetchers; `calibrate` does not measure it. Where a CPU lacks it, the
+    # penalty, so it comes with the register tile's loop, not from the prefetchers (the mechanism is not
+    # established); `calibrate` does not measure it. Where a CPU lacks it, the
     # shorter tiles it prefers cost ~0.5% more by the rest of the model (loop trips).
     gl_burst_line: float = 3.0
     l1_line: float = 0.5  # a line brought in from L1 (a copy's source or a view already in L1)
