@@ -155,21 +155,27 @@ def _run(jobs, processes: int):
     return [_one(j) for j in jobs]
 
 
-def _parallel_extras(results, isas16: str, out: Path, units, db: str | None) -> list:
-    """Jobs for the MAIN specs not in THREADS16 whose 2-thread program on a threads16 ISA has a parallel loop:
-    synthesized for 16 threads and appended to that ISA's threads16 unit (the set checks every parallel main
-    program, whichever the ISA makes parallel)."""
-    jobs = []
+def _parallel_extras(results, isas16: str, out: Path, units) -> dict:
+    """Outputs by search key (spec, search ISA, threads), as main's groups, for the MAIN specs not yet in a threads16
+    unit whose 2-thread program on a threads16 ISA has a parallel loop: synthesized for 16 threads and appended to
+    that ISA's unit (the set checks every parallel main program, whichever the ISA makes parallel)."""
+    groups: dict = {}
     for isa16 in [i for i in isas16.split(",") if i]:
         ns, entries = units[("threads16", isa16)]
         for spec, isa, threads, _, parallel in results:
-            if parallel and threads == 2 and spec in MAIN and spec not in THREADS16:
-                if isa == same_program_isa(parse_spec(spec), isa16) and spec not in [e[0] for e in entries]:
-                    name = f"k{len(entries)}"
-                    path = out / f"threads16_{isa16}" / f"{name}.hpp"
-                    entries.append((spec, name, path))
-                    jobs.append((spec, isa, THREADS["threads16"], [(isa16, ns, name, path)], db))
-    return jobs
+            listed = spec in [e[0] for e in entries]
+            if (
+                parallel
+                and threads == 2
+                and spec in MAIN
+                and not listed
+                and isa == same_program_isa(parse_spec(spec), isa16)
+            ):
+                name = f"k{len(entries)}"
+                path = out / f"threads16_{isa16}" / f"{name}.hpp"
+                entries.append((spec, name, path))
+                groups.setdefault((spec, isa, THREADS["threads16"]), []).append((isa16, ns, name, path))
+    return groups
 
 
 def main(argv=None) -> int:
@@ -210,10 +216,10 @@ def main(argv=None) -> int:
         f"(slowest: {', '.join(f'{s} [{i}] {t:.1f}s' for s, i, _, t, _ in slow)})"
     )
     if "threads16" in sets and not args.specs:
-        extra = _parallel_extras(results, own_isas.get("threads16", args.isas), out, units, args.db)
+        extra = _parallel_extras(results, own_isas.get("threads16", args.isas), out, units)
         if extra:
             t1 = time.perf_counter()
-            _run(extra, args.jobs)
+            _run([(s, i, t, o, args.db) for (s, i, t), o in extra.items()], args.jobs)
             took = time.perf_counter() - t1
             print(f"gen_tests: threads16 adds {len(extra)} parallel main program(s) in {took:.1f} s")
     for (set_name, isa), (ns, entries) in units.items():
