@@ -31,7 +31,7 @@ def test_profiles_price_the_classes_from_their_pipes():
 
 def _best_with(keep: str, monkeypatch, isa="avx2", profile="golden-cove"):
     """The best program for I4_M4 with ``keep`` the only integer dot kernel in the catalog."""
-    rivals = ("dot_int", "dot_int_vnni", "dot_int4")
+    rivals = ("dot_int", "dot_int_vnni", "dot_int4", "dot_int_cols8")
     monkeypatch.setattr(catalog, "CATALOG", tuple(k for k in catalog.CATALOG if k.name == keep or k.name not in rivals))
     policy._selects.cache_clear()  # the kernel actions are cached per target and per op: this catalog's
     policy._offered.cache_clear()

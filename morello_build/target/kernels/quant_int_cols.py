@@ -160,8 +160,8 @@ def _emit(lw, node, binds) -> None:
     if channel and fmt.scales != "f32":
         lw.emit("auto load_u16 = [](const uint8_t* p) { uint16_t w; std::memcpy(&w, p, 2); return w; };")
     qsum = lw.fresh("qsum") if fmt.zero else None
-    _offsets(lw, aps, blocks, _offset(fmt), corr, qsum)
-    evens_odds = _evens_odds(lw, aps, blocks) if fmt.name == "i4" else None
+    offsets(lw, aps, blocks, _offset(fmt), corr, qsum)
+    a_copy = evens_odds(lw, aps, blocks) if fmt.name == "i4" else None
     if fmt.bits == 4:
         lw.emit("const __m512i nib = _mm512_set1_epi8(0x0F);")
     else:
@@ -183,7 +183,7 @@ def _emit(lw, node, binds) -> None:
     accs = [lw.fresh("acc") for _ in range(m)]
     lw.emit("__m512 " + ", ".join(f"{x} = _mm512_setzero_ps()" for x in accs) + ";")
     ctx = _Ctx(fmt, k, aps, accs, corr, blocks, bg, sg, col_bytes, scale_step)
-    ctx.evens_odds, ctx.qsum, ctx.zg = evens_odds, qsum, zg
+    ctx.evens_odds, ctx.qsum, ctx.zg = a_copy, qsum, zg
     if channel:
         ctx.channel = lw.fresh("sbc")
         lw.emit(f"const __m512 {ctx.channel} = {_channel_scales(fmt, sg, scale_step)};")
@@ -192,7 +192,7 @@ def _emit(lw, node, binds) -> None:
             lw.emit(f"const __m512 {ctx.zchannel} = {_channel_zeros(fmt, zg, zero_step)};")
     last = (f"{bg} + {(LANES - 1) * col_bytes}",) + ((f"{sg} + {(LANES - 1) * scale_step}",) if fmt.scales else ())
     if blocks >= 2:
-        jumps = _group_jumps(lw, lw.stream_jumps(b), g, n // LANES)
+        jumps = group_jumps(lw, lw.stream_jumps(b), g, n // LANES)
         lw.open(f"for (ix {blk} = 0; {blk} + 1 < {blocks}; {blk} += 2) {{")
         slots = step_slots(lw, b, last, k, LANES, f"{blk} / 2", blocks // 2, 8, jumps)
         _step(lw, ctx, blk, 2, slots)
@@ -208,7 +208,7 @@ def _emit(lw, node, binds) -> None:
     lw.close()
 
 
-def _group_jumps(lw, jumps, g: str, groups: int) -> tuple[str, ...]:
+def group_jumps(lw, jumps, g: str, groups: int) -> tuple[str, ...]:
     """The group's jumps of step_slots: the kernel's for its last group (whose next columns are the kernel's
     next ones: Lowerer.kernel_streams), none for the others (the next group's columns are adjacent)."""
     if not jumps:
@@ -235,7 +235,7 @@ class _Ctx:
         self.znext = None  # zero points: block blk + 1's, where block blk's gather brought them
 
 
-def _offsets(lw, aps, blocks: int, offset: int, corr: str, qsum: str | None) -> None:
+def offsets(lw, aps, blocks: int, offset: int, corr: str, qsum: str | None) -> None:
     """Per row and block -offset * sum qa, where the block's sums of qa * (weight + offset) start; with zero
     points also sum qa as f32 (qsum)."""
     lw.emit(f"alignas(64) int32_t {corr}[{len(aps) * blocks}];")
@@ -253,7 +253,7 @@ def _offsets(lw, aps, blocks: int, offset: int, corr: str, qsum: str | None) -> 
         lw.close()
 
 
-def _evens_odds(lw, aps, blocks: int) -> str:
+def evens_odds(lw, aps, blocks: int) -> str:
     """i4 (value 2i in byte i's low nibble, 2i + 1 in its high one): a copy of A's qa with each block's evens
     first, then its odds, so that a dword of low (high) nibbles meets the dword of A's values it multiplies."""
     ev, i = lw.fresh("evens_odds"), lw.fresh("i")
