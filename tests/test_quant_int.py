@@ -368,10 +368,10 @@ def _check_program(isa: str, tmp: Path, specs, headers=None) -> None:
 
 @pytest.mark.skipif(not HAVE_CXX, reason="no C++ compiler")
 def test_dot_int4_tiles_with_zero_points(tmp_path, monkeypatch, request):
-    """dot_int4's zero points on tiles of 2 to 4 rows: the search, without dot_int, picks them (avx2 only:
-    highway's functions run the same AVX2 text, and SPECS' zero-point specs run there)."""
+    """dot_int4's zero points on tiles of 2 to 4 rows: the search, without dot_int (and dot_int_cols8), picks them
+    (avx2 only: highway's functions run the same AVX2 text, and SPECS' zero-point specs run there)."""
     isa = "avx2"
-    shared_search.without_kernels(("dot_int", "dot_int_scalar"), monkeypatch, request)
+    shared_search.without_kernels(("dot_int", "dot_int_scalar", "dot_int_cols8"), monkeypatch, request)
     target, headers = get_target(isa, threads=2), []
     search = shared_search.new_search(target)  # this catalog's: one memo for the specs below
     for i, text in enumerate(FORCED):

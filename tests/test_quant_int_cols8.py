@@ -2,8 +2,8 @@
 
 Generated kernels with it forced (the other integer dot kernels out of the catalog) against the exact semantics
 on avx2, at awkward sizes: M = 2..4, N = 8..24, K of one block, odd block counts and a long K (the loop's
-prefetches), groups of 32, 64, 96, 192 and channel, scales f16 / bf16 / f32; the ISAs that have it; and the
-search's choice at M = 4."""
+prefetches), groups of 32, 64, 96, 192 and channel, scales f16 / bf16 / f32, i4 with and without zero points;
+the ISAs that have it; and the search's choice at M = 4."""
 
 from __future__ import annotations
 
@@ -33,6 +33,10 @@ SPECS = [
     "matmul 2x192x24 b=i4:col group=channel scales=bf16 aquant=i8",
     "matmul 3x96x8 b=i4:col group=channel scales=f16 aquant=i8",
     "matmul 4x64x16 b=i4:col group=channel scales=f32 aquant=i8",
+    "matmul 3x224x8 b=i4:col group=32 scales=f16 zero aquant=i8",  # zero points: 7 blocks, a group each
+    "matmul 4x2112x16 b=i4:col group=64 scales=bf16 zero aquant=i8",  # 66 blocks: the prefetches of 3 arrays
+    "matmul 2x288x24 b=i4:col group=96 scales=f32 zero aquant=i8",
+    "matmul 4x96x8 b=i4:col group=channel scales=f16 zero aquant=i8",
 ]
 RIVALS = ("dot_int", "dot_int_vnni", "dot_int4", "dot_int4_vnni", "dot_int_scalar")
 
@@ -58,7 +62,8 @@ def test_available_where_the_cpus_have_avx2(isa):
 
 
 @pytest.mark.parametrize(
-    "b, profile", [("b=q4_0", "builtin"), ("b=i4:col group=32 scales=f16", "builtin"), ("b=q4_0", "zen3")]
+    "b, profile",
+    [("b=q4_0", "builtin"), ("b=i4:col group=32 scales=f16 zero", "builtin"), ("b=i4:col group=32 scales=f16", "zen3")],
 )
 def test_search_picks_it_at_m4(b, profile):
     """M = 4 is compute-bound on AVX2: dot_int4 spends a madd, convert and FMA per output, this kernel one per 8

@@ -235,10 +235,11 @@ class _Ctx:
         self.znext = None  # zero points: block blk + 1's, where block blk's gather brought them
 
 
-def offsets(lw, aps, blocks: int, offset: int, corr: str, qsum: str | None) -> None:
-    """Per row and block -offset * sum qa, where the block's sums of qa * (weight + offset) start; with zero
-    points also sum qa as f32 (qsum)."""
-    lw.emit(f"alignas(64) int32_t {corr}[{len(aps) * blocks}];")
+def offsets(lw, aps, blocks: int, offset: int, corr: str | None, qsum: str | None) -> None:
+    """Per row and block -offset * sum qa (corr, unless None), where the block's sums of qa * (weight + offset)
+    start; with zero points also sum qa as f32 (qsum)."""
+    if corr:
+        lw.emit(f"alignas(64) int32_t {corr}[{len(aps) * blocks}];")
     if qsum:
         lw.emit(f"alignas(64) float {qsum}[{len(aps) * blocks}];")
     i, q, s, e = (lw.fresh(x) for x in ("i", "q", "s", "e"))
@@ -247,7 +248,8 @@ def offsets(lw, aps, blocks: int, offset: int, corr: str, qsum: str | None) -> N
         lw.emit(f"const int8_t* {q} = reinterpret_cast<const int8_t*>({ap} + {i} * {UNIT} + 4);")
         lw.emit(f"int32_t {s} = 0;")
         lw.emit(f"for (int {e} = 0; {e} < 32; ++{e}) {s} += {q}[{e}];")
-        lw.emit(f"{corr}[{r * blocks} + {i}] = -{offset} * {s};")
+        if corr:
+            lw.emit(f"{corr}[{r * blocks} + {i}] = -{offset} * {s};")
         if qsum:
             lw.emit(f"{qsum}[{r * blocks} + {i}] = float({s});")
         lw.close()

@@ -1,5 +1,5 @@
-"""``dot_int_cols8``: ``aquant=i8`` products of a few rows of A with 4-bit weights (``q4_0``, ``i4`` without zero
-points) eight columns at a time, one column per int32 lane of a ymm: AVX2's form of ``dot_int_cols16``
+"""``dot_int_cols8``: ``aquant=i8`` products of a few rows of A with 4-bit weights (``q4_0``, ``i4`` with or without
+zero points) eight columns at a time, one column per int32 lane of a ymm: AVX2's form of ``dot_int_cols16``
 (quant_int_cols.py) for small batches (M = 2..4).
 
 ``dot_int4`` (quant_int4.py) gives each output (row, column) its own vector: per pair of blocks two ``maddubs``,
@@ -11,8 +11,11 @@ those are unsigned bytes that every row shares. Per row and block eight ``maddub
 4 + d; i4's holds 2i and 2i + 1, so the kernel reads a copy of A with each block's evens first, then its odds,
 made once per call on the stack), added in int16 (a lane's sum of 8 pairs stays under 8 x 2 x 15 x 127 =
 30,480: no saturation; by ``adds``, which GCC does not reassociate: the plain adds it regrouped into a tree of
-all 32 products at once, spilling them), then ONE ``madd`` to int32, the offset (-8 sum qa, per row and block, computed once
-per call), a convert, the scales' multiply and an FMA for eight outputs.
+all 32 products at once, spilling them), then ONE ``madd`` to int32, the offset (-8 sum qa, per row and block,
+computed once per call), a convert, the scales' multiply and an FMA for eight outputs. With zero points (i4's
+uint8 z per group and column) the sums start at 0 and each block's converted sums lose z x sum qa by one FMA per
+row (exact: both are integers below 2^21), z read per block like a scale, or once per group of columns when
+per-channel.
 
 Scales: per block the eight columns' (q4_0: each block's fp16 d) by scalar loads put together in an xmm, then
 converted (F16C, or a shift for bf16; an AVX2 gather of them ran the kernel 1.2-1.3x slower on Zen 3);
@@ -25,7 +28,8 @@ Registers: the 4 transposed vectors, a nibble vector, A's dword, per row an int1
 
 Measured on Zen 3 (AMD EPYC, family 25 model 1), 1 thread, scripts/kernel_ab.py against dot_int4 (the search's
 tiles, 2 x 4): from DRAM 4x2048x16384 q4_0 4379 us vs 6556, i4 g32 3598 vs 6198, 3x2560x10240 q4_0 2379 vs
-3899, 2x2048x16384 q4_0 2895 vs 3057; warm (4x2048x128) 0.63x. M = 1 is left to dot_int4: warm 0.71x its time,
+3899, 2x2048x16384 q4_0 2895 vs 3057, 4x2048x16384 i4 g32 with zero points 3816 vs dot_int 4x1 (the search's
+pick without this kernel) 6577; warm (4x2048x128) 0.63x. M = 1 is left to dot_int4: warm 0.71x its time,
 but from DRAM 1.13x (1x2048x16384 q4_0: 2672 vs 2370 us; the eight columns' interleaved streams, not established).
 """
 
@@ -62,7 +66,6 @@ def _applies(op, target) -> bool:
         and op.a.level.is_memory
         and op.a.tile((1, 1, k)).unit_stride(2)
         and getattr(fmt, "name", None) in FORMATS
-        and not fmt.zero
         and (fmt.name != "i4" or m * k <= MAX_EVENS_ODDS)
         and fmt.group % BLOCK == 0
         and k % fmt.group == 0
@@ -90,19 +93,23 @@ def _cost(op, target) -> Features:
     and block 8 broadcasts of A's dwords, 8 ``maddubs`` and a ``madd`` (the integer
     multipliers), 7 adds, the offset's broadcast and add, the convert, sa's broadcast, the scales' multiply and
     the FMA; per group and row C's load, add and store; the prefetches; per call the offsets (a scalar op per 8
-    of A's values) and i4's copy of A (a load, 2 shuffles and a store a block)."""
+    of A's values) and i4's copy of A (a load, 2 shuffles and a store a block). Zero points: per block their 8
+    loads, inserts and 2 converts (as the scales); per row and block sum qa's broadcast and an FMA in place of the
+    offset's broadcast and add."""
     fmt, (_, m, k, n) = op.b.dtype, op.iter_shape
     blocks, groups = k // BLOCK, n // LANES
     i4 = fmt.name == "i4"
     scales = 0 if _per_channel(fmt, k) else blocks  # per block: 8 loads, 8 inserts and the conversion
+    z = int(fmt.zero)
+    zeros = z * scales  # the same, but two converts
     full, per = prefetch_plan(fmt, k, LANES, steps=blocks)
     feats = Features.of(
-        vec_load=groups * (blocks * (8 + m * 10) + scales * LANES + full * per + m) + i4 * m * blocks,
+        vec_load=groups * (blocks * (8 + m * 10) + (scales + zeros) * LANES + full * per + m) + i4 * m * blocks,
         vec_store=groups * m + i4 * m * blocks,
-        vec_op=groups * (blocks * (12 + m * 9) + m),
-        vec_shuffle=groups * (blocks * 12 + scales * (LANES + 1)) + 2 * i4 * m * blocks,
+        vec_op=groups * (blocks * (12 + m * (9 - z)) + m),
+        vec_shuffle=groups * (blocks * 12 + scales * (LANES + 1) + zeros * (LANES + 2)) + 2 * i4 * m * blocks,
         vec_imul=groups * blocks * m * 9,
-        vec_fma=groups * blocks * m * 2,  # the scales' multiply and the FMA
+        vec_fma=groups * blocks * m * (2 + z),  # the scales' multiply and the FMA (zero points: one more)
         scalar_op=m * k // 8,  # the offsets
         loop_iter=groups * blocks,
     )
@@ -129,9 +136,10 @@ def _emit(lw, node, binds) -> None:
     cps = [lw.fresh("cp") for _ in range(m)]
     for r, cp in enumerate(cps):
         lw.emit(f"float* {cp} = {lw.ptr(c, (0, r, 0))};")
-    bq, sq, corr = lw.fresh("bq"), lw.fresh("sq"), lw.fresh("offs")
+    bq, sq, zq, corr = lw.fresh("bq"), lw.fresh("sq"), lw.fresh("zq"), lw.fresh("offs")
+    zero_step = colstep // fmt.group  # between two columns' zero points (a byte each)
     firsts = dict(zip(("values", *dict(fmt.extra_arrays())), lw.stream_points(b, 0)))  # the arrays B has
-    for arr, name in (("values", bq), ("scales", sq)):
+    for arr, name in (("values", bq), ("scales", sq), ("zeros", zq)):
         if arr in firsts:
             lw.emit(f"const uint8_t* {name} = reinterpret_cast<const uint8_t*>({firsts[arr]});")
     channel = _per_channel(fmt, k)
@@ -140,22 +148,29 @@ def _emit(lw, node, binds) -> None:
         lw.emit("auto load_f32 = [](const uint8_t* p) { float w; std::memcpy(&w, p, 4); return w; };")
     else:
         lw.emit("auto load_u16 = [](const uint8_t* p) { uint16_t w; std::memcpy(&w, p, 2); return w; };")
-    offsets(lw, aps, blocks, 8, corr, None)
+    qsum = lw.fresh("qsum") if fmt.zero else None
+    offsets(lw, aps, blocks, 8, None if fmt.zero else corr, qsum)
     a_copy = evens_odds(lw, aps, blocks) if fmt.name == "i4" else None
     lw.emit("const __m256i nib = _mm256_set1_epi8(0x0F), ones16 = _mm256_set1_epi16(1);")
     g, blk = lw.fresh("g"), lw.fresh("blk")
     lw.open(f"for (ix {g} = 0; {g} < {n // LANES}; ++{g}) {{")
-    bg, sg = lw.fresh("bg"), lw.fresh("sg")
+    bg, sg, zg = lw.fresh("bg"), lw.fresh("sg"), lw.fresh("zg")
     lw.emit(f"const uint8_t* {bg} = {bq} + {g} * {LANES * col_bytes};")
     if fmt.scales:
         lw.emit(f"const uint8_t* {sg} = {sq} + {g} * {LANES * scale_step};")
+    if fmt.zero:
+        lw.emit(f"const uint8_t* {zg} = {zq} + {g} * {LANES * zero_step};")
     accs = [lw.fresh("acc") for _ in range(m)]
     lw.emit("__m256 " + ", ".join(f"{x} = _mm256_setzero_ps()" for x in accs) + ";")
-    sbc = None
+    sbc = zc = None
     if channel:
-        sbc = lw.fresh("sbc")
+        sbc, zc = lw.fresh("sbc"), lw.fresh("zc") if fmt.zero else None
         lw.emit(f"const __m256 {sbc} = {_scales_at(fmt.scales, [f'{sg} + {j * scale_step}' for j in range(LANES)])};")
-    last = (f"{bg} + {(LANES - 1) * col_bytes}",) + ((f"{sg} + {(LANES - 1) * scale_step}",) if fmt.scales else ())
+        if zc:
+            lw.emit(f"const __m256 {zc} = {_zeros_at([f'{zg} + {j * zero_step}' for j in range(LANES)])};")
+    last = (f"{bg} + {(LANES - 1) * col_bytes}",)  # each array's last column, in extra_arrays' order
+    last += (f"{sg} + {(LANES - 1) * scale_step}",) if fmt.scales else ()
+    last += (f"{zg} + {(LANES - 1) * zero_step}",) if fmt.zero else ()
     jumps = group_jumps(lw, lw.stream_jumps(b), g, n // LANES)
     lw.open(f"for (ix {blk} = 0; {blk} < {blocks}; ++{blk}) {{")
     slots = step_slots(lw, b, last, k, LANES, blk, blocks, SLOTS, jumps)
@@ -177,10 +192,17 @@ def _emit(lw, node, binds) -> None:
         for stmt in slots[d]:
             lw.emit(stmt)
     sb = sbc or _block_scales(lw, fmt, bg, sg, blk, col_bytes, scale_step)
+    zf = (zc or _block_zeros(lw, fmt, zg, blk, zero_step)) if fmt.zero else None
     for r, (s, ap, acc) in enumerate(zip(sums, aps, accs)):
-        i32 = f"_mm256_add_epi32(_mm256_madd_epi16({s}, ones16), _mm256_set1_epi32({corr}[{r * blocks} + {blk}]))"
+        at = f"{r * blocks} + {blk}"
+        i32 = f"_mm256_madd_epi16({s}, ones16)"
+        if not fmt.zero:
+            i32 = f"_mm256_add_epi32({i32}, _mm256_set1_epi32({corr}[{at}]))"
+        total = f"_mm256_cvtepi32_ps({i32})"
+        if zf:  # sum (weight + z) qa - z sum qa
+            total = f"_mm256_fnmadd_ps({zf}, _mm256_set1_ps({qsum}[{at}]), {total})"
         sa = f"_mm256_set1_ps({lw.rt}::a8_scale({ap} + {blk} * {UNIT}))"
-        lw.emit(f"{acc} = _mm256_fmadd_ps(_mm256_cvtepi32_ps({i32}), _mm256_mul_ps({sb}, {sa}), {acc});")
+        lw.emit(f"{acc} = _mm256_fmadd_ps({total}, _mm256_mul_ps({sb}, {sa}), {acc});")
     lw.close()
     for cp, acc in zip(cps, accs):
         at = f"{cp} + {g} * {LANES}"
@@ -229,6 +251,20 @@ def _block_scales(lw, fmt, bg: str, sg: str, blk: str, col_bytes: int, scale_ste
     return sb
 
 
+def _block_zeros(lw, fmt, zg: str, blk: str, zero_step: int) -> str:
+    """A variable holding block blk's zero point of each of the group's columns, as f32 (a lane each)."""
+    zf, per = lw.fresh("zf"), fmt.group // BLOCK
+    e = f"{blk} / {per}" if per > 1 else blk
+    lw.emit(f"const __m256 {zf} = {_zeros_at([f'{zg} + {j * zero_step} + ({e})' for j in range(LANES)])};")
+    return zf
+
+
+def _zeros_at(ats: list[str]) -> str:
+    """The eight uint8 zero points at the byte pointers ats, as f32 lanes."""
+    halves = f"_mm_setr_epi16({', '.join(f'short(*({at}))' for at in ats)})"
+    return f"_mm256_cvtepi32_ps(_mm256_cvtepu16_epi32({halves}))"
+
+
 def _scales_at(dtype: str, ats: list[str]) -> str:
     """The eight scales (f32, f16 or bf16) at the byte pointers ats, as f32 lanes."""
     if dtype == "f32":
@@ -246,7 +282,7 @@ DOT_INT_COLS8 = KernelDef(
     applies=_applies,
     cost=_cost,
     emit=_emit,
-    doc="aquant=i8 rows x groups of 8 q4_0 / i4 columns in lanes (AVX2): a madd, convert and FMA per 8 outputs",
+    doc="aquant=i8 rows x groups of 8 q4_0 / i4 columns (zero points too) in lanes (AVX2): a madd, FMA per 8 outputs",
     features=frozenset({"avx2", "f16c"}),
     vector_regs=_vector_regs,
 )
