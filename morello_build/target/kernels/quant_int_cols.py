@@ -38,6 +38,8 @@ help (GCC's separate vpbroadcastd loads run as fast).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from morello_build.ir.aquant import BLOCK, Q8A
 from morello_build.ir.formats import SCALE_DTYPES
 from morello_build.ir.spec import Level
@@ -87,7 +89,7 @@ def _offset(fmt) -> int:
     return 128 if fmt.bits == 8 else 0 if fmt.zero else 8
 
 
-def _per_channel(fmt, k: int) -> bool:
+def per_channel(fmt, k: int) -> bool:
     """One separate scale per column (group = K): its vector is loaded once per group of columns."""
     return fmt.scales is not None and fmt.group == k
 
@@ -110,7 +112,7 @@ def _cost(op, target) -> Features:
     q8, q4, i4 = fmt.name == "q8_0", fmt.name == "q4_0", fmt.name == "i4"
     z, per_group = int(fmt.zero), fmt.group // BLOCK
     zero_gathers = steps if per_group == 1 or per_group % 2 == 0 else blocks  # one a step where it holds both
-    gathers = 0 if _per_channel(fmt, k) else blocks + z * zero_gathers
+    gathers = 0 if per_channel(fmt, k) else blocks + z * zero_gathers
     full, per = prefetch_plan(fmt, k, LANES)
     # per step: the columns' loads, ALU ops (xor; 4-bit: and, shift, and per pair of columns) and shuffles
     # (q8_0: 16 inserts; 4-bit: the 3 x 8 of two 8x8 transposes and 3 inserts per pair of columns, i4 1)
@@ -133,29 +135,11 @@ def _cost(op, target) -> Features:
 def _emit(lw, node, binds) -> None:
     a, b, c = binds
     fmt, (_, m, k, n) = b.dtype, node.spec.op.iter_shape
-    check_dot_operands(lw, "dot_int_cols16", a, (), (), m, k, 0)  # A's rows (B's and C's: below)
-    colstep = lw.step(b, (0, 0, 0), (0, 0, 1))
-    if colstep is None or colstep % fmt.group or colstep % fmt.unit:
-        raise lw.error("dot_int_cols16: B's columns are not a constant whole number of groups apart")
-    if any(lw.step(c, (0, r, 0), (0, r, 1)) != 1 for r in range(m)):
-        raise lw.error("dot_int_cols16: a row of C is not contiguous")
-    blocks = k // BLOCK
-    col_bytes = column_bytes(fmt, colstep)  # between two columns' first bytes
-    scale_step = colstep // fmt.group * (SCALE_DTYPES[fmt.scales][1] if fmt.scales else 0)  # between their scales
-    zero_step = colstep // fmt.group  # between their zero points (a byte each)
-    lw.open("{")
-    lw.emit(f"// dot_int_cols16: {m} row(s) of A quantized to int8 · {n} column(s) of {fmt}, {LANES} a group, K = {k}")
-    aps = row_pointers(lw, a, m)
-    cps = [lw.fresh("cp") for _ in range(m)]
-    for r, cp in enumerate(cps):
-        lw.emit(f"float* {cp} = {lw.ptr(c, (0, r, 0))};")
-    bq, sq, corr = lw.fresh("bq"), lw.fresh("sq"), lw.fresh("offs")
-    zq = lw.fresh("zq") if fmt.zero else None
-    firsts = dict(zip(("values", *dict(fmt.extra_arrays())), lw.stream_points(b, 0)))  # the arrays B has
-    for arr, name in (("values", bq), ("scales", sq), ("zeros", zq)):
-        if arr in firsts:
-            lw.emit(f"const uint8_t* {name} = reinterpret_cast<const uint8_t*>({firsts[arr]});")
-    channel = _per_channel(fmt, k)
+    cols = open_columns(lw, "dot_int_cols16", binds, (m, k, n), LANES)
+    aps, cps, bq, sq, zq = cols.aps, cols.cps, cols.bq, cols.sq, cols.zq
+    blocks, col_bytes, scale_step, zero_step = cols.blocks, cols.col_bytes, cols.scale_step, cols.zero_step
+    corr = lw.fresh("offs")
+    channel = per_channel(fmt, k)
     lw.emit("auto load_i32 = [](const uint8_t* p) { int32_t w; std::memcpy(&w, p, 4); return w; };")
     if channel and fmt.scales != "f32":
         lw.emit("auto load_u16 = [](const uint8_t* p) { uint16_t w; std::memcpy(&w, p, 2); return w; };")
@@ -206,6 +190,49 @@ def _emit(lw, node, binds) -> None:
         lw.emit(f"_mm512_storeu_ps({at}, _mm512_add_ps(_mm512_loadu_ps({at}), {acc}));")
     lw.close()
     lw.close()
+
+
+@dataclass(frozen=True)
+class Columns:
+    """What open_columns declared: A's row pointers, C's row pointers, B's arrays' first pointers (bq the
+    values, sq the scales, zq the zero points; None where B has none) and B's layout in bytes."""
+
+    aps: list[str]
+    cps: list[str]
+    bq: str
+    sq: str | None
+    zq: str | None
+    blocks: int  # A's Q8A blocks a row
+    col_bytes: int  # between two columns' first bytes
+    scale_step: int  # between two columns' scales
+    zero_step: int  # between two columns' zero points (a byte each)
+
+
+def open_columns(lw, name: str, binds, mkn: tuple[int, int, int], lanes: int) -> Columns:
+    """The prologue of a kernel with B's columns in vector lanes (dot_int_cols16, dot_int_cols8): the layout it
+    assumes checked (A's rows and each row of C contiguous, B's columns a whole number of groups apart), its
+    block opened, and A's, C's and B's pointers declared."""
+    a, b, c = binds
+    fmt, (m, k, n) = b.dtype, mkn
+    check_dot_operands(lw, name, a, (), (), m, k, 0)  # A's rows (B's and C's: below)
+    colstep = lw.step(b, (0, 0, 0), (0, 0, 1))
+    if colstep is None or colstep % fmt.group or colstep % fmt.unit:
+        raise lw.error(f"{name}: B's columns are not a constant whole number of groups apart")
+    if any(lw.step(c, (0, r, 0), (0, r, 1)) != 1 for r in range(m)):
+        raise lw.error(f"{name}: a row of C is not contiguous")
+    lw.open("{")
+    lw.emit(f"// {name}: {m} row(s) of A quantized to int8 · {n} column(s) of {fmt}, {lanes} a group, K = {k}")
+    aps = row_pointers(lw, a, m)
+    cps = [lw.fresh("cp") for _ in range(m)]
+    for r, cp in enumerate(cps):
+        lw.emit(f"float* {cp} = {lw.ptr(c, (0, r, 0))};")
+    bq, sq, zq = lw.fresh("bq"), lw.fresh("sq") if fmt.scales else None, lw.fresh("zq") if fmt.zero else None
+    firsts = dict(zip(("values", *dict(fmt.extra_arrays())), lw.stream_points(b, 0)))  # the arrays B has
+    for arr, ptr in (("values", bq), ("scales", sq), ("zeros", zq)):
+        if arr in firsts:
+            lw.emit(f"const uint8_t* {ptr} = reinterpret_cast<const uint8_t*>({firsts[arr]});")
+    scale_step = colstep // fmt.group * (SCALE_DTYPES[fmt.scales][1] if fmt.scales else 0)
+    return Columns(aps, cps, bq, sq, zq, k // BLOCK, column_bytes(fmt, colstep), scale_step, colstep // fmt.group)
 
 
 def group_jumps(lw, jumps, g: str, groups: int) -> tuple[str, ...]:

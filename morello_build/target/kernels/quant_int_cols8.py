@@ -39,10 +39,9 @@ from morello_build.ir.aquant import BLOCK, Q8A
 from morello_build.ir.formats import SCALE_DTYPES
 from morello_build.ir.spec import Level
 from morello_build.synth.cost import Features, lines_read
-from morello_build.target.kernels.common import F32, KernelDef, check_dot_operands, columns_unit_stride
-from morello_build.target.kernels.quant_int import row_pointers
-from morello_build.target.kernels.quant_int_cols import evens_odds, group_jumps, offsets
-from morello_build.target.kernels.quant_int_prefetch import column_bytes, prefetch_plan, step_slots
+from morello_build.target.kernels.common import F32, KernelDef, columns_unit_stride
+from morello_build.target.kernels.quant_int_cols import evens_odds, group_jumps, offsets, open_columns, per_channel
+from morello_build.target.kernels.quant_int_prefetch import prefetch_plan, step_slots
 
 LANES = 8  # columns per group: one per int32 lane of a ymm
 MAX_ROWS = 4  # _vector_regs: 2 M + 6 of 16 ymm
@@ -78,11 +77,6 @@ def _applies(op, target) -> bool:
     )
 
 
-def _per_channel(fmt, k: int) -> bool:
-    """One separate scale per column (group = K): its vector is loaded once per group of columns."""
-    return fmt.scales is not None and fmt.group == k
-
-
 def _vector_regs(op, target) -> int:
     return 2 * op.iter_shape[1] + 6
 
@@ -99,7 +93,7 @@ def _cost(op, target) -> Features:
     fmt, (_, m, k, n) = op.b.dtype, op.iter_shape
     blocks, groups = k // BLOCK, n // LANES
     i4 = fmt.name == "i4"
-    scales = 0 if _per_channel(fmt, k) else blocks  # per block: 8 loads, 8 inserts and the conversion
+    scales = 0 if per_channel(fmt, k) else blocks  # per block: 8 loads, 8 inserts and the conversion
     z = int(fmt.zero)
     zeros = z * scales  # the same, but two converts
     full, per = prefetch_plan(fmt, k, LANES, steps=blocks)
@@ -119,30 +113,13 @@ def _cost(op, target) -> Features:
 
 # -- emitter -----------------------------------------------------------------------------------------------
 def _emit(lw, node, binds) -> None:
-    a, b, c = binds
+    b = binds[1]
     fmt, (_, m, k, n) = b.dtype, node.spec.op.iter_shape
-    check_dot_operands(lw, "dot_int_cols8", a, (), (), m, k, 0)  # A's rows (B's and C's: below)
-    colstep = lw.step(b, (0, 0, 0), (0, 0, 1))
-    if colstep is None or colstep % fmt.group or colstep % fmt.unit:
-        raise lw.error("dot_int_cols8: B's columns are not a constant whole number of groups apart")
-    if any(lw.step(c, (0, r, 0), (0, r, 1)) != 1 for r in range(m)):
-        raise lw.error("dot_int_cols8: a row of C is not contiguous")
-    blocks = k // BLOCK
-    col_bytes = column_bytes(fmt, colstep)  # between two columns' first bytes
-    scale_step = colstep // fmt.group * (SCALE_DTYPES[fmt.scales][1] if fmt.scales else 0)  # between their scales
-    lw.open("{")
-    lw.emit(f"// dot_int_cols8: {m} row(s) of A quantized to int8 · {n} column(s) of {fmt}, {LANES} a group, K = {k}")
-    aps = row_pointers(lw, a, m)
-    cps = [lw.fresh("cp") for _ in range(m)]
-    for r, cp in enumerate(cps):
-        lw.emit(f"float* {cp} = {lw.ptr(c, (0, r, 0))};")
-    bq, sq, zq, corr = lw.fresh("bq"), lw.fresh("sq"), lw.fresh("zq"), lw.fresh("offs")
-    zero_step = colstep // fmt.group  # between two columns' zero points (a byte each)
-    firsts = dict(zip(("values", *dict(fmt.extra_arrays())), lw.stream_points(b, 0)))  # the arrays B has
-    for arr, name in (("values", bq), ("scales", sq), ("zeros", zq)):
-        if arr in firsts:
-            lw.emit(f"const uint8_t* {name} = reinterpret_cast<const uint8_t*>({firsts[arr]});")
-    channel = _per_channel(fmt, k)
+    cols = open_columns(lw, "dot_int_cols8", binds, (m, k, n), LANES)
+    aps, cps, bq, sq, zq = cols.aps, cols.cps, cols.bq, cols.sq, cols.zq
+    blocks, col_bytes, scale_step, zero_step = cols.blocks, cols.col_bytes, cols.scale_step, cols.zero_step
+    corr = lw.fresh("offs")
+    channel = per_channel(fmt, k)
     lw.emit("auto load_i32 = [](const uint8_t* p) { int32_t w; std::memcpy(&w, p, 4); return w; };")
     if fmt.scales == "f32":
         lw.emit("auto load_f32 = [](const uint8_t* p) { float w; std::memcpy(&w, p, 4); return w; };")
