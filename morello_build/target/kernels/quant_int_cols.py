@@ -56,21 +56,35 @@ MAX_EVENS_ODDS = 64 * 1024  # bytes of the stack copy of A that i4 reads (rows x
 
 
 def _applies(op, target) -> bool:
+    if not columns_apply(op, LANES, MAX_ROWS, FORMATS):
+        return False
+    k, fmt = op.iter_shape[2], op.b.dtype
+    return (
+        target.lanes == LANES
+        and (not fmt.zero or k == fmt.group or k // fmt.group >= 4)  # a zero point's dword within its column
+        and _vector_regs(op, target) <= target.vector_regs
+    )
+
+
+def columns_apply(op, lanes: int, max_rows: int, formats: tuple[str, ...]) -> bool:
+    """What a kernel with B's columns in vector lanes (dot_int_cols16, dot_int_cols8) needs of a matmul, as
+    open_columns assumes it: one batch of 2..max_rows rows of A quantized to int8 (i4's copy of A in evens and
+    odds at most MAX_EVENS_ODDS bytes), N a whole number of ``lanes``-column groups of a format in ``formats``
+    whose groups are whole blocks and divide K, B's columns unit-stride along K, C f32 with dense rows, and
+    accumulating (the search zeroes C first)."""
     if op.kind != "matmul":
         return False
     b, m, k, n = op.iter_shape
     fmt = op.b.dtype
     return (
-        target.lanes == LANES
-        and b == 1
-        and 2 <= m <= MAX_ROWS
-        and n % LANES == 0
+        b == 1
+        and 2 <= m <= max_rows
+        and n % lanes == 0
         and op.accum
         and op.a.dtype == Q8A
         and op.a.level.is_memory
         and op.a.tile((1, 1, k)).unit_stride(2)
-        and getattr(fmt, "name", None) in FORMATS
-        and (not fmt.zero or k == fmt.group or k // fmt.group >= 4)  # a zero point's dword within its column
+        and getattr(fmt, "name", None) in formats
         and (fmt.name != "i4" or m * k <= MAX_EVENS_ODDS)
         and fmt.group % BLOCK == 0
         and k % fmt.group == 0
@@ -79,7 +93,6 @@ def _applies(op, target) -> bool:
         and op.c.level.is_memory
         and op.c.dtype == F32
         and op.c.tile((1, 1, n)).unit_stride(2)
-        and _vector_regs(op, target) <= target.vector_regs
     )
 
 
@@ -136,7 +149,7 @@ def _emit(lw, node, binds) -> None:
     a, b, c = binds
     fmt, (_, m, k, n) = b.dtype, node.spec.op.iter_shape
     cols = open_columns(lw, "dot_int_cols16", binds, (m, k, n), LANES)
-    aps, cps, bq, sq, zq = cols.aps, cols.cps, cols.bq, cols.sq, cols.zq
+    aps, cps = cols.aps, cols.cps
     blocks, col_bytes, scale_step, zero_step = cols.blocks, cols.col_bytes, cols.scale_step, cols.zero_step
     corr = lw.fresh("offs")
     channel = per_channel(fmt, k)
@@ -158,12 +171,7 @@ def _emit(lw, node, binds) -> None:
         lw.emit(f"const __m512i zix = _mm512_setr_epi32({', '.join(str(j * zero_step) for j in range(LANES))});")
     g, blk = lw.fresh("g"), lw.fresh("blk")
     lw.open(f"for (ix {g} = 0; {g} < {n // LANES}; ++{g}) {{")
-    bg, sg, zg = lw.fresh("bg"), lw.fresh("sg"), lw.fresh("zg") if fmt.zero else None
-    lw.emit(f"const uint8_t* {bg} = {bq} + {g} * {LANES * col_bytes};")
-    if fmt.scales:
-        lw.emit(f"const uint8_t* {sg} = {sq} + {g} * {LANES * scale_step};")
-    if zg:
-        lw.emit(f"const uint8_t* {zg} = {zq} + {g} * {LANES * zero_step};")
+    bg, sg, zg = group_pointers(lw, cols, fmt, g, LANES)
     accs = [lw.fresh("acc") for _ in range(m)]
     lw.emit("__m512 " + ", ".join(f"{x} = _mm512_setzero_ps()" for x in accs) + ";")
     ctx = _Ctx(fmt, k, aps, accs, corr, blocks, bg, sg, col_bytes, scale_step)
@@ -233,6 +241,18 @@ def open_columns(lw, name: str, binds, mkn: tuple[int, int, int], lanes: int) ->
             lw.emit(f"const uint8_t* {ptr} = reinterpret_cast<const uint8_t*>({firsts[arr]});")
     scale_step = colstep // fmt.group * (SCALE_DTYPES[fmt.scales][1] if fmt.scales else 0)
     return Columns(aps, cps, bq, sq, zq, k // BLOCK, column_bytes(fmt, colstep), scale_step, colstep // fmt.group)
+
+
+def group_pointers(lw, cols: Columns, fmt, g: str, lanes: int) -> tuple[str, str, str | None]:
+    """Group g's first column's pointers into B's arrays: its values, scales and zero points (the latter None
+    where B has none; the scales' name is declared only where B has scales)."""
+    bg, sg, zg = lw.fresh("bg"), lw.fresh("sg"), lw.fresh("zg") if fmt.zero else None
+    lw.emit(f"const uint8_t* {bg} = {cols.bq} + {g} * {lanes * cols.col_bytes};")
+    if fmt.scales:
+        lw.emit(f"const uint8_t* {sg} = {cols.sq} + {g} * {lanes * cols.scale_step};")
+    if zg:
+        lw.emit(f"const uint8_t* {zg} = {cols.zq} + {g} * {lanes * cols.zero_step};")
+    return bg, sg, zg
 
 
 def group_jumps(lw, jumps, g: str, groups: int) -> tuple[str, ...]:

@@ -39,42 +39,28 @@ from morello_build.ir.aquant import BLOCK, Q8A
 from morello_build.ir.formats import SCALE_DTYPES
 from morello_build.ir.spec import Level
 from morello_build.synth.cost import Features, lines_read
-from morello_build.target.kernels.common import F32, KernelDef, columns_unit_stride
-from morello_build.target.kernels.quant_int_cols import evens_odds, group_jumps, offsets, open_columns, per_channel
+from morello_build.target.kernels.common import KernelDef
+from morello_build.target.kernels.quant_int_cols import (
+    columns_apply,
+    evens_odds,
+    group_jumps,
+    group_pointers,
+    offsets,
+    open_columns,
+    per_channel,
+)
 from morello_build.target.kernels.quant_int_prefetch import prefetch_plan, step_slots
 
 LANES = 8  # columns per group: one per int32 lane of a ymm
 MAX_ROWS = 4  # _vector_regs: 2 M + 6 of 16 ymm
 UNIT = Q8A.unit_size  # bytes of one A block (36: f32 sa, 32 qa)
 FORMATS = ("q4_0", "i4")
-MAX_EVENS_ODDS = 64 * 1024  # bytes of the stack copy of A that i4 reads (rows x K): 4 rows of K = 16384
 SLOTS = 4  # prefetch points a block: after each transposed vector's products
 
 
 def _applies(op, target) -> bool:
-    if op.kind != "matmul":
-        return False
-    b, m, k, n = op.iter_shape
-    fmt = op.b.dtype
-    return (
-        b == 1
-        and 2 <= m <= MAX_ROWS  # M = 1 from DRAM: 1.13x dot_int4 1x4's time (Zen 3, 1x2048x16384 q4_0)
-        and n % LANES == 0
-        and op.accum
-        and op.a.dtype == Q8A
-        and op.a.level.is_memory
-        and op.a.tile((1, 1, k)).unit_stride(2)
-        and getattr(fmt, "name", None) in FORMATS
-        and (fmt.name != "i4" or m * k <= MAX_EVENS_ODDS)
-        and fmt.group % BLOCK == 0
-        and k % fmt.group == 0
-        and op.b.level.is_memory
-        and columns_unit_stride(op.b)
-        and op.c.level.is_memory
-        and op.c.dtype == F32
-        and op.c.tile((1, 1, n)).unit_stride(2)
-        and _vector_regs(op, target) <= target.vector_regs
-    )
+    # M = 1 from DRAM: 1.13x dot_int4 1x4's time (Zen 3, 1x2048x16384 q4_0): from 2 rows
+    return columns_apply(op, LANES, MAX_ROWS, FORMATS) and _vector_regs(op, target) <= target.vector_regs
 
 
 def _vector_regs(op, target) -> int:
@@ -116,7 +102,7 @@ def _emit(lw, node, binds) -> None:
     b = binds[1]
     fmt, (_, m, k, n) = b.dtype, node.spec.op.iter_shape
     cols = open_columns(lw, "dot_int_cols8", binds, (m, k, n), LANES)
-    aps, cps, bq, sq, zq = cols.aps, cols.cps, cols.bq, cols.sq, cols.zq
+    aps, cps = cols.aps, cols.cps
     blocks, col_bytes, scale_step, zero_step = cols.blocks, cols.col_bytes, cols.scale_step, cols.zero_step
     corr = lw.fresh("offs")
     channel = per_channel(fmt, k)
@@ -131,12 +117,7 @@ def _emit(lw, node, binds) -> None:
     lw.emit("const __m256i nib = _mm256_set1_epi8(0x0F), ones16 = _mm256_set1_epi16(1);")
     g, blk = lw.fresh("g"), lw.fresh("blk")
     lw.open(f"for (ix {g} = 0; {g} < {n // LANES}; ++{g}) {{")
-    bg, sg, zg = lw.fresh("bg"), lw.fresh("sg"), lw.fresh("zg")
-    lw.emit(f"const uint8_t* {bg} = {bq} + {g} * {LANES * col_bytes};")
-    if fmt.scales:
-        lw.emit(f"const uint8_t* {sg} = {sq} + {g} * {LANES * scale_step};")
-    if fmt.zero:
-        lw.emit(f"const uint8_t* {zg} = {zq} + {g} * {LANES * zero_step};")
+    bg, sg, zg = group_pointers(lw, cols, fmt, g, LANES)
     accs = [lw.fresh("acc") for _ in range(m)]
     lw.emit("__m256 " + ", ".join(f"{x} = _mm256_setzero_ps()" for x in accs) + ";")
     sbc = zc = None
