@@ -182,7 +182,9 @@ def _emit(lw, node, binds) -> None:
         if fmt.zero:
             ctx.zchannel = lw.fresh("zc")
             lw.emit(f"const __m512 {ctx.zchannel} = {_channel_zeros(fmt, zg, zero_step)};")
-    last = (f"{bg} + {(LANES - 1) * col_bytes}",) + ((f"{sg} + {(LANES - 1) * scale_step}",) if fmt.scales else ())
+    last = (f"{bg} + {(LANES - 1) * col_bytes}",)  # each array's last column, in extra_arrays' order
+    last += (f"{sg} + {(LANES - 1) * scale_step}",) if fmt.scales else ()
+    last += (f"{zg} + {(LANES - 1) * zero_step}",) if fmt.zero else ()
     if blocks >= 2:
         jumps = group_jumps(lw, lw.stream_jumps(b), g, n // LANES)
         lw.open(f"for (ix {blk} = 0; {blk} + 1 < {blocks}; {blk} += 2) {{")

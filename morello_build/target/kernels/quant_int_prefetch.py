@@ -80,6 +80,9 @@ def step_slots(lw, b, last, k: int, n: int, step: str, steps: int, slots: int, j
     own (i8 g32: 0.88 of the sweep without their prefetches); a stream shorter than the steps stops at its
     last line (the same line again)."""
     fmt, sizes = b.dtype, prefetch_streams(b.dtype, k)
+    last = [p for p in last if p is not None]  # the integer kernels' columns: (values, scales, zeros), None if none
+    if len(last) != len(sizes):  # every array's stream is prefetched (prefetch_plan's cost counts them all)
+        raise lw.error(f"step_slots: {len(last)} pointers for {len(sizes)} arrays of {fmt.value}")
     jumps = (lw.stream_jumps(b) if jumps is None else jumps) or ()
     stmts = []
     for i, (ptr, col_bytes, (lines, per)) in enumerate(zip(last, sizes, _stream_plan(fmt, k, n, steps))):
