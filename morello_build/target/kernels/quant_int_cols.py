@@ -171,7 +171,7 @@ def _emit(lw, node, binds) -> None:
         lw.emit(f"const __m512i zix = _mm512_setr_epi32({', '.join(str(j * zero_step) for j in range(LANES))});")
     g, blk = lw.fresh("g"), lw.fresh("blk")
     lw.open(f"for (ix {g} = 0; {g} < {n // LANES}; ++{g}) {{")
-    bg, sg, zg = group_pointers(lw, cols, fmt, g, LANES)
+    bg, sg, zg, last = group_pointers(lw, cols, fmt, g, LANES)
     accs = [lw.fresh("acc") for _ in range(m)]
     lw.emit("__m512 " + ", ".join(f"{x} = _mm512_setzero_ps()" for x in accs) + ";")
     ctx = _Ctx(fmt, k, aps, accs, corr, blocks, bg, sg, col_bytes, scale_step)
@@ -182,9 +182,6 @@ def _emit(lw, node, binds) -> None:
         if fmt.zero:
             ctx.zchannel = lw.fresh("zc")
             lw.emit(f"const __m512 {ctx.zchannel} = {_channel_zeros(fmt, zg, zero_step)};")
-    last = (f"{bg} + {(LANES - 1) * col_bytes}",)  # each array's last column, in extra_arrays' order
-    last += (f"{sg} + {(LANES - 1) * scale_step}",) if fmt.scales else ()
-    last += (f"{zg} + {(LANES - 1) * zero_step}",) if fmt.zero else ()
     if blocks >= 2:
         jumps = group_jumps(lw, lw.stream_jumps(b), g, n // LANES)
         lw.open(f"for (ix {blk} = 0; {blk} + 1 < {blocks}; {blk} += 2) {{")
@@ -245,16 +242,20 @@ def open_columns(lw, name: str, binds, mkn: tuple[int, int, int], lanes: int) ->
     return Columns(aps, cps, bq, sq, zq, k // BLOCK, column_bytes(fmt, colstep), scale_step, colstep // fmt.group)
 
 
-def group_pointers(lw, cols: Columns, fmt, g: str, lanes: int) -> tuple[str, str, str | None]:
+def group_pointers(lw, cols: Columns, fmt, g: str, lanes: int) -> tuple[str, str, str | None, tuple[str, ...]]:
     """Group g's first column's pointers into B's arrays: its values, scales and zero points (the latter None
-    where B has none; the scales' name is declared only where B has scales)."""
+    where B has none; the scales' name is declared only where B has scales), and each declared array's pointer
+    to the group's last column, in extra_arrays' order (step_slots' ``last``)."""
     bg, sg, zg = lw.fresh("bg"), lw.fresh("sg"), lw.fresh("zg") if fmt.zero else None
     lw.emit(f"const uint8_t* {bg} = {cols.bq} + {g} * {lanes * cols.col_bytes};")
+    last = (f"{bg} + {(lanes - 1) * cols.col_bytes}",)
     if fmt.scales:
         lw.emit(f"const uint8_t* {sg} = {cols.sq} + {g} * {lanes * cols.scale_step};")
+        last += (f"{sg} + {(lanes - 1) * cols.scale_step}",)
     if zg:
         lw.emit(f"const uint8_t* {zg} = {cols.zq} + {g} * {lanes * cols.zero_step};")
-    return bg, sg, zg
+        last += (f"{zg} + {(lanes - 1) * cols.zero_step}",)
+    return bg, sg, zg, last
 
 
 def group_jumps(lw, jumps, g: str, groups: int) -> tuple[str, ...]:

@@ -117,7 +117,7 @@ def _emit(lw, node, binds) -> None:
     lw.emit("const __m256i nib = _mm256_set1_epi8(0x0F), ones16 = _mm256_set1_epi16(1);")
     g, blk = lw.fresh("g"), lw.fresh("blk")
     lw.open(f"for (ix {g} = 0; {g} < {n // LANES}; ++{g}) {{")
-    bg, sg, zg = group_pointers(lw, cols, fmt, g, LANES)
+    bg, sg, zg, last = group_pointers(lw, cols, fmt, g, LANES)
     accs = [lw.fresh("acc") for _ in range(m)]
     lw.emit("__m256 " + ", ".join(f"{x} = _mm256_setzero_ps()" for x in accs) + ";")
     sbc = zc = None
@@ -126,9 +126,6 @@ def _emit(lw, node, binds) -> None:
         lw.emit(f"const __m256 {sbc} = {_scales_at(fmt.scales, [f'{sg} + {j * scale_step}' for j in range(LANES)])};")
         if zc:
             lw.emit(f"const __m256 {zc} = {_zeros_at([f'{zg} + {j * zero_step}' for j in range(LANES)])};")
-    last = (f"{bg} + {(LANES - 1) * col_bytes}",)  # each array's last column, in extra_arrays' order
-    last += (f"{sg} + {(LANES - 1) * scale_step}",) if fmt.scales else ()
-    last += (f"{zg} + {(LANES - 1) * zero_step}",) if fmt.zero else ()
     jumps = group_jumps(lw, lw.stream_jumps(b), g, n // LANES)
     lw.open(f"for (ix {blk} = 0; {blk} < {blocks}; ++{blk}) {{")
     slots = step_slots(lw, b, last, k, LANES, blk, blocks, SLOTS, jumps)
