@@ -282,6 +282,26 @@ def test_warm_memo_equals_cold(user, isa, queries):
             assert w.cost == pytest.approx(c.cost, rel=1e-9, abs=1e-9), limits
 
 
+def test_an_answer_no_limit_shaped_holds_under_more_memory():
+    """Search._best: where no action was refused for lack of a level's memory, the memo answers the spec under
+    more of that level without searching again, with what a fresh search finds there; more memory at a level
+    whose limit refused a buffer is searched again."""
+    from morello_build.ir.grammar import parse_spec
+
+    target = TARGETS["avx2"]
+    user = parse_spec("matmul 4x8x8 serial")
+    search = Search(target)
+    first = search.best(user.to_spec(MemoryLimits(1024, 256, 32)))
+    (entry,) = search.memo[canonicalize(user.to_spec(target.limits())).op]
+    assert entry[2] == 0b100  # shaped by the RF limit only (LIMITED_LEVELS: L1, VRF, RF)
+    visited = search.visited
+    more_l1_vrf = MemoryLimits(4096, 448, 32)
+    assert search.best(user.to_spec(more_l1_vrf)) is first and search.visited == visited
+    assert first.cost == Search(target).best(user.to_spec(more_l1_vrf)).cost
+    search.best(user.to_spec(MemoryLimits(1024, 256, 48)))
+    assert search.visited > visited
+
+
 @pytest.mark.parametrize("isa", ["scalar", "avx2", "avx512_bf16"])
 def test_lower_bound_never_exceeds_the_optimum(isa):
     """Pruning is only sound if the bound is below the best cost of every spec the search solves."""

@@ -72,6 +72,7 @@ class Store:
         self._decision_ids = {t: i for i, t in self._decisions.items()}
         self._pending: list = []
         self._required_memo: dict = {}
+        self._replaying: set = set()  # the ops whose decisions are being replayed (_replay)
         self._last_flush = time.monotonic()
         self._started = time.time()
         self.lookups = self.hits = self.misses = self.stale = self.puts = self.skipped = 0
@@ -117,13 +118,19 @@ class Store:
     def _replay(self, spec, search, text: str, nlo: float, nhi: float, volume: int):
         """The program ``text`` stored for ``spec`` builds. Within one namespace a stored decision always
         replays to a program of the stored cost, so any other outcome (a decision that does not decode or
-        names what the spec lacks, a refused action, another cost) means the file was damaged."""
+        names what the spec lacks, a refused action, another cost, a decision that leads back to its own op: a
+        copy that changes nothing, which no search chooses) means the file was damaged."""
+        if spec.op in self._replaying:
+            raise corrupt(self.path, f"decision {text!r} for {spec.describe()} replays to the same op again")
+        self._replaying.add(spec.op)
         try:
             impl = search.apply(spec, encode.action_from_text(text, spec.op))
         except DBError:
             raise  # a sub-spec's decision: already named
         except (ValueError, IndexError, KeyError, TypeError, AttributeError) as e:
             raise corrupt(self.path, f"decision {text!r} for {spec.describe()} does not replay: {e}") from None
+        finally:
+            self._replaying.discard(spec.op)
         if impl is None or not _cost_matches(impl.cost, nlo, nhi, volume):
             found = "no program" if impl is None else f"a program of another cost ({impl.cost:,.1f})"
             raise corrupt(self.path, f"decision {text!r} for {spec.describe()} replays to {found}")

@@ -313,6 +313,11 @@ Op = Matmul | Gated | Pair | Gate | Move | Zero
 LIMITED_LEVELS = tuple(lv for lv in Level if lv.limited)  # in MemoryLimits' (and peaks') order
 
 
+def limit_bits(level: Level) -> int:
+    """``level``'s bit in a mask of limited levels (bit i: LIMITED_LEVELS[i]; 0 for a level without limits)."""
+    return 1 << LIMITED_LEVELS.index(level) if level.limited else 0
+
+
 def operand_tiles(op, iter_shape) -> tuple[TensorSpec, ...]:
     """Each operand's tile for a tile ``iter_shape`` of the op's iteration space."""
     return tuple(t.tile(tuple(iter_shape[j] for j in dims)) for t, dims in zip(op.operands, op.operand_iter_dims))

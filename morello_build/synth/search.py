@@ -11,11 +11,12 @@ import gc
 import sys
 from typing import Callable
 
-from morello_build.ir.spec import Spec, canonicalize
+from morello_build.ir.spec import LIMITED_LEVELS, Spec, canonicalize
 from morello_build.synth.actions import Plan, enumerate_actions
 from morello_build.synth.cost import ZERO, better_keyed, bound_parts, order_key
 
 YOUNG_GC_THRESHOLD = 100_000  # allocations between young-generation collections during a search (see best)
+ALL_LIMITS = (1 << len(LIMITED_LEVELS)) - 1  # a mask of every limited level (spec.limit_bits)
 
 
 class NoProgram(Exception):
@@ -26,9 +27,11 @@ class Search:
     def __init__(self, target, progress: Callable[[int], None] | None = None, store=None, prune=True):
         self.target = target
         self.prune = prune
-        # op -> [(limits, impl or None)]: an Impl found under limits L with peak P is also the best
-        # answer for every limits between P and L, and "nothing fits" under L holds below L too.
+        # op -> [(limits, impl or None, mask)]: an Impl found under limits L with peak P is also the best
+        # answer for every limits between P and L, and "nothing fits" under L holds below L too; at a level
+        # not in ``mask`` (those whose limits shaped the answer: see _best), for any limit above P.
         self.memo: dict[object, list] = {}
+        self._shaped = 0  # the mask of the levels whose limits shaped the answer being searched
         self.visited = 0
         self._progress = progress
         self._store = store  # optional persistent memo: get(spec, search) / put(spec, impl, action)
@@ -39,6 +42,7 @@ class Search:
         # The search allocates millions of small objects that its memo keeps (specs, Impl nodes), and
         # next to no cycles: at CPython's default young-generation threshold (700) the collector scans
         # them every few hundred allocations, a fifth of the search's time. Raised for the outermost call.
+        self._shaped = 0
         threshold = gc.get_threshold()
         if threshold[0] >= YOUNG_GC_THRESHOLD:
             return self._best(spec)
@@ -49,15 +53,23 @@ class Search:
             gc.set_threshold(*threshold)
 
     def _best(self, spec: Spec):
+        """The best Impl for ``spec`` (None: nothing fits). The limit of a level shapes an answer where an
+        action was refused for lack of its memory, in this search or in a sub-spec's. Under more memory at
+        the other levels the search tries the same plans with the same children, so the memo answers them
+        too: a spec met again outside a buffer that took some memory is not searched again (a fifth of the
+        specs of a 64^3 search, two fifths of a bf16 one for 16 threads)."""
         spec = canonicalize(spec)
-        found, hit = self._lookup(spec)
+        found, hit, shaped = self._lookup(spec)
         if found:
+            self._shaped |= shaped
             return hit
         if self._store is not None:
             found, impl = self._store.get(spec, self)
             if found:
-                self._remember(spec, impl)
+                self._remember(spec, impl, ALL_LIMITS)  # as its box says (the DB does not tell)
+                self._shaped = ALL_LIMITS
                 return impl
+        outer, self._shaped = self._shaped, 0
         best = best_action = best_key = None
         for action in enumerate_actions(spec, self.target):
             impl = self.apply(spec, action, budget=best.cost if best is not None else None)
@@ -66,23 +78,28 @@ class Search:
             key = order_key(impl)
             if best is None or better_keyed(impl, key, best, best_key):
                 best, best_action, best_key = impl, action, key
-        self._remember(spec, best)
+        shaped = self._shaped
+        self._remember(spec, best, shaped)
+        self._shaped = outer | shaped
         self.visited += 1
         if self._progress and self.visited % 256 == 0:
             self._progress(self.visited)
         if self._store is not None:
-            self._store.put(spec, best, best_action)
+            self._store.put(spec, best, best_action, tuple(not shaped >> i & 1 for i in range(len(LIMITED_LEVELS))))
         return best
 
     def _lookup(self, spec: Spec):
         l1, vrf, rf = spec.limits.as_tuple()
-        for (l1_max, vrf_max, rf_max), impl in self.memo.get(spec.op, ()):  # unrolled: once per spec visited
+        for (l1_max, vrf_max, rf_max), impl, shaped in self.memo.get(spec.op, ()):  # unrolled: once per spec visited
             if l1 <= l1_max and vrf <= vrf_max and rf <= rf_max and (impl is None or _fits(impl.peaks, l1, vrf, rf)):
-                return True, impl
-        return False, None
+                return True, impl, shaped
+        return False, None, 0
 
-    def _remember(self, spec: Spec, impl) -> None:
-        self.memo.setdefault(spec.op, []).append((spec.limits.as_tuple(), impl))
+    def _remember(self, spec: Spec, impl, shaped: int) -> None:
+        """Remember ``impl`` as the answer under the spec's limits at the levels in ``shaped``, and under any
+        limits at the others."""
+        limits = tuple(x if shaped >> i & 1 else sys.maxsize for i, x in enumerate(spec.limits.as_tuple()))
+        self.memo.setdefault(spec.op, []).append((limits, impl, shaped))
 
     @property
     def specs_stored(self) -> int:
@@ -105,6 +122,7 @@ class Search:
         """
         plan = action.plan(spec, self.target)
         if not isinstance(plan, Plan):
+            self._shaped |= plan.short_of
             return None  # a Refusal: the action does not apply here
         if budget is not None and self.prune and plan.lower_bound(self.bound) > budget:
             return None

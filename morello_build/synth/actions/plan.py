@@ -41,11 +41,14 @@ class Plan:
 class Refusal:
     """Why an action does not apply to a spec. ``code`` names the rule (stable: tests and tools test it);
     ``reason`` says it in one line. The search meets thousands of refusals and reads none, so the reason
-    is a constant or a template filled from ``args`` only when read."""
+    is a constant or a template filled from ``args`` only when read. ``short_of``: the limited levels
+    (spec.limit_bits) whose memory the action lacked, 0 where the refusal does not depend on the limits (the
+    search remembers an answer that no limit shaped for every limits above its peaks)."""
 
     code: str
     template: str
     args: tuple = ()
+    short_of: int = 0
 
     @property
     def reason(self) -> str:
@@ -54,9 +57,9 @@ class Refusal:
     def __str__(self) -> str:
         return self.reason
 
-    def __call__(self, *args) -> "Refusal":
+    def __call__(self, *args, short_of: int = 0) -> "Refusal":
         """This refusal with its template's blanks filled."""
-        return Refusal(self.code, self.template, args)
+        return Refusal(self.code, self.template, args, short_of)
 
 
 # -- helpers ---------------------------------------------------------------------------------------
