@@ -129,16 +129,16 @@ class Search:
         children = []
         done = list(ZERO)  # the parts of the plan's built children (for bounds)
         weights = plan.weights or (1.0,) * len(plan.subspecs)
+        last = len(plan.subspecs) - 1
         for i, sub in enumerate(plan.subspecs):
-            maker = (bodies or {}).get(i)
+            maker = bodies.get(i) if bodies else None
             child = maker(sub) if maker else self._best(sub)
             if child is None:
                 return None
             children.append(child)
-            if budget is not None and self.prune and i + 1 < len(plan.subspecs):
+            if budget is not None and self.prune and i < last:
                 done = [d + weights[i] * x for d, x in zip(done, child.parts)]
-                partial = Plan(plan.subspecs[i + 1 :], plan.build, weights[i + 1 :], plan.own)
-                if partial.lower_bound(self.bound, done) > budget:
+                if plan.lower_bound(self.bound, done, i + 1) > budget:
                     return None
         return plan.build(tuple(children))
 

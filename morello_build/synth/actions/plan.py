@@ -10,6 +10,7 @@ from math import prod
 from typing import Callable
 
 from morello_build.ir.spec import DType, Spec, canonical_operands, operand_tiles
+from morello_build.synth.cost import ZERO, overlap, split_refund
 
 
 @dataclass(frozen=True)
@@ -19,21 +20,22 @@ class Plan:
     weights: tuple[float, ...] | None = None  # how often each sub-spec runs (per thread), for bounds
     own: tuple[float, ...] | None = None  # cost.parts of the node's own features, for bounds (None: zero)
 
-    def lower_bound(self, bound: Callable[[Spec], tuple], done: tuple[float, ...] | None = None) -> float:
+    def lower_bound(self, bound: Callable[[Spec], tuple], done: list[float] | None = None, start: int = 0) -> float:
         """A cost no program of this plan can beat: the overlap rule over its own parts, ``done`` (the
-        parts of the children already built) and its sub-specs' bounds (cost.lower_bound: parts too), all
-        of the rest hidden behind the busiest class (a table that hides less only adds).
+        parts of the children already built: those before ``start``) and the bounds of its sub-specs from
+        ``start`` on (cost.lower_bound: parts too), all of the rest hidden behind the busiest class (a table
+        that hides less only adds).
         Children built as phases (cost.move_phases) cost at least as much as counted here. A loop's
         refund (its own negative transfer: l1_reuse_line, l2_reuse_line) is taken off the result, not off
         the transfers: cost.combine gives it to the serial cost of its children's phases first, where it
         counts in full, while a transfer that does not bind would count it at less."""
-        from morello_build.synth.cost import ZERO, overlap, split_refund
-
-        own, refund = split_refund(self.own or ZERO)
-        total = [o + d for o, d in zip(own, done or ZERO)]
+        total, refund = split_refund(self.own or ZERO)
+        if done is not None:
+            total = [o + d for o, d in zip(total, done)]
         weights = self.weights or (1.0,) * len(self.subspecs)
-        for w, s in zip(weights, self.subspecs):
-            total = [t + w * x for t, x in zip(total, bound(s))]
+        for i in range(start, len(self.subspecs)):
+            w = weights[i]
+            total = [t + w * x for t, x in zip(total, bound(self.subspecs[i]))]
         return overlap(total) + refund
 
 
