@@ -88,7 +88,8 @@ def b_prefetch_head(lw, node, binds, bps, chunk_elems: int, u: int, rows: int = 
     trips, b = loop_trips(k // chunk_elems, u), binds[1]  # B (the pair's B1: B2 is laid out alike)
     if trips and (lw.step(b, (0, 0, 0), (0, 0, 1)) or 0) > k:
         return next_columns_head(lw, b, cols, n, k, u, trips)
-    return prefetch_head(lw, cols, prefetch_offsets(lw.target, u * chunk_elems * size, rows), chunk_elems)
+    offsets = prefetch_offsets(lw.target, u * chunk_elems * size, rows, streams=len(cols))
+    return prefetch_head(lw, cols, offsets, chunk_elems)
 
 
 def next_columns_lines(b, k: int) -> int:
@@ -124,13 +125,20 @@ def next_columns_head(lw, b, bps, n: int, k: int, per_trip: int, trips: int):
     return head
 
 
-def prefetch_offsets(target, trip_bytes: float, rows: int = 1) -> tuple[int, ...]:
+def prefetch_offsets(target, trip_bytes: float, rows: int = 1, streams: int = 1) -> tuple[int, ...]:
     """Byte offsets, past a loop trip's first byte of a B column, of the trip's prefetches: one per line
     the trip reads (at least one), ``prefetch_bytes`` ahead per row of A the kernel reads (the rows
     kernels: from DRAM on a Golden Cove Xeon, 1 thread, Mx2048x16384, of a read sweep at 512 / 1024 /
     2048 / 4096 bytes ahead: bf16 M=2 0.83 / 0.84 / 0.78 / 0.73, M=4 0.69 / 0.79 / 0.88 / (3072: 0.91),
-    M=8 0.28 / 0.23 / 0.42 / 0.47; q8_0 M=4 0.35 / 0.45 / 0.49); shared by the dot kernels of every B type."""
-    ahead = target.costs.prefetch_bytes * rows
+    M=8 0.28 / 0.23 / 0.42 / 0.47; q8_0 M=4 0.35 / 0.45 / 0.49); shared by the dot kernels of every B type.
+
+    ``prefetch_bytes`` is one stream's lead (calibrate times one column); a kernel reading ``streams`` columns
+    side by side gives each its share, a line at least, so about as many lines are in flight. Zen 3, one
+    thread, from DRAM, medians of 61 interleaved rounds in µs, three runs: 4 bf16 columns of 1x2048x16384
+    1024 bytes ahead each 5967 / 5864 / 6114, 256 each 5066 / 4901 / 5254 (a column at a time, 512 ahead:
+    5170 / 4831 / 5343); f16 5965 / 6468 / 6592 against 4907 / 5322 / 5501; the gated pair's 2 columns of
+    1x2560x10240 512 each 6248 / 6104 / 6494, 256 each 6265 / 6041 / 6614 (41 rounds)."""
+    ahead = max(64, target.costs.prefetch_bytes * rows // max(1, streams) // 64 * 64)
     return tuple(ahead + 64 * line for line in range(max(1, ceil(trip_bytes / 64))))
 
 

@@ -152,21 +152,21 @@ def _prefetches(op, target, cols: int | None = None) -> tuple[int, bool, tuple[i
         return 0, False, ()
     G = group_size(fmt, k)
     u = _chains(cols or n, ceil(G / target.lanes))
-    return prefetch_plan(op.b, k, target.lanes * (2 if fmt.name in _DOUBLE_CHUNKS else 1), u, target)
+    return prefetch_plan(op.b, k, target.lanes * (2 if fmt.name in _DOUBLE_CHUNKS else 1), u, target, streams=cols or n)
 
 
-def prefetch_plan(b, k: int, W: int, u: int, target, rows: int = 1) -> tuple[int, bool, tuple[int, ...]]:
+def prefetch_plan(b, k: int, W: int, u: int, target, rows: int = 1, streams: int = 1) -> tuple[int, bool, tuple]:
     """(trips, whether a trip is one of chunk_loop's rolled loop (else a group), byte offsets past a trip's
-    first value: dot.prefetch_offsets, for ``rows`` rows of A) for a B column of K values read W per chunk,
-    u chunks per rolled trip. Unrolled chunks of a format without groups have no trips; nor has B in a
-    cache, or prefetch_bytes 0."""
+    first value: dot.prefetch_offsets, for ``rows`` rows of A and ``streams`` columns side by side) for a B
+    column of K values read W per chunk, u chunks per rolled trip. Unrolled chunks of a format without
+    groups have no trips; nor has B in a cache, or prefetch_bytes 0."""
     fmt = b.dtype
     G = group_size(fmt, k)
     full, loop = G // W, rolled(fmt, G, W)
     if b.level != Level.GL or not target.costs.prefetch_bytes or not (loop or fmt.group > 1):
         return 0, False, ()
     trips, values = (k // G * (full // u), u * W) if loop else (k // G, G)
-    return trips, loop, prefetch_offsets(target, values * fmt.bytes, rows)
+    return trips, loop, prefetch_offsets(target, values * fmt.bytes, rows, streams)
 
 
 def prefetch_loads(plan, cols: int) -> Features:

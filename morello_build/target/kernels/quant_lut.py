@@ -137,7 +137,7 @@ def _prefetches(op, target):
     fmt, (_, m, k, n) = op.b.dtype, op.iter_shape
     if _streamed(op, target):
         return 0, False, ()
-    return prefetch_plan(op.b, k, CHUNK, _chains(m, n, ceil(group_size(fmt, k) / CHUNK)), target)
+    return prefetch_plan(op.b, k, CHUNK, _chains(m, n, ceil(group_size(fmt, k) / CHUNK)), target, streams=n)
 
 
 # -- emitter ---------------------------------------------------------------------------------------------

@@ -134,7 +134,8 @@ def _prefetch_plan(op, b, target):
     _, m, k, _ = op.iter_shape
     if streams_by_group(b, k, target):
         return 0, False, ()
-    return prefetch_plan(b, k, target.lanes, _accumulators(m, dot_columns(op), k, target.lanes), target, rows=m)
+    cols = dot_columns(op)
+    return prefetch_plan(b, k, target.lanes, _accumulators(m, cols, k, target.lanes), target, rows=m, streams=cols)
 
 
 # -- emitter ---------------------------------------------------------------------------------------------
