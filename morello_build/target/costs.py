@@ -83,9 +83,10 @@ class CostTable:
     # The longest piece of each of several rows read side by side that costs no gl_burst_line; a parameter, not
     # a price; 0: no limit. Zen 4 (above): 256-byte pieces read at full speed, 512 did not.
     stream_burst_bytes: int = 256
-    # How far ahead (bytes) the dot kernels (plain and the pair's) prefetch each B column they stream from main memory,
-    # one prefetch per line (a vec_load each); 0: none. A parameter, not a price. The pair's loop spends ~24
-    # instructions per 128 bytes of B1 and B2, so the out-of-order window runs only ~1 KiB ahead of the loads
+    # How far ahead (bytes) the dot kernels (plain and the pair's) prefetch a B column they stream from main memory,
+    # one prefetch per line (a vec_load each); 0: none. A parameter, not a price. One stream's lead: a kernel
+    # reading n columns side by side prefetches each 1/n as far ahead (dot.prefetch_offsets). The pair's loop
+    # spends ~24 instructions per 128 bytes of B1 and B2, so the out-of-order window runs only ~1 KiB ahead of the loads
     # and the hardware prefetchers alone leave it short of a read sweep. 1x2560x10240 bf16 on Zen 3, one
     # thread, same-run medians: 0.93-0.97 of the sweep without, 1.00-1.02 with 256 to 1024 bytes, 0.94 with
     # 4 KiB; the same loads without the arithmetic, 1.13. A plain bf16 GEMV (1x2048x16384, one column per kernel):
