@@ -332,8 +332,9 @@ def lower_bound(spec, target) -> float:
 def bound_parts(spec, target) -> tuple[float, ...]:
     """A cost no program for ``spec`` can beat: every GL input line is read at least once (gl_line), and
     every multiply-add takes at least the cheapest kernel's share of a vec_fma (vdpbf16ps: two per
-    lane); a matmul that may still get a parallel loop (not serial) splits that work over at most
-    ``target.threads`` threads. As parts: the search adds them up over a plan's sub-specs (Plan.lower_bound),
+    lane); a spec that may still get a parallel loop (not serial) splits that work over at most
+    ``target.threads`` threads (a gated pair's too: without, the search missed the 2-thread optimum of gated
+    1x2560x10240 by 0.13%). As parts: the search adds them up over a plan's sub-specs (Plan.lower_bound),
     and a program's parts hold at least these FMAs and lines (its phases cost at least their parts). Every
     feature's price is positive except l1_reuse_line and l2_reuse_line, which only refund part of a gl_line
     counted in a body, so the bound holds. (Priced directly: it is computed for every plan.)"""
@@ -342,14 +343,14 @@ def bound_parts(spec, target) -> tuple[float, ...]:
     op, c = spec.op, target.costs
     inputs = [t for i, t in enumerate(op.operands) if i not in op.outputs]
     memory = sum(t.lines() * c.gl_line for t in inputs if t.level == Level.GL)
+    share = 1 if op.serial else target.threads
     if op.kind != "matmul":
-        return _bound_parts(memory, 0.0, "fma")
+        return _bound_parts(memory / share, 0.0, "fma")
     volume = 1
     for s in op.iter_shape:
         volume *= s
     pairs = 2 if target.has("avx512bf16") and op.a.dtype == op.b.dtype == DType.BF16 else 1
     compute = volume * c.vec_fma / (pairs * target.lanes) if target.lanes else volume * c.scalar_op
-    share = 1 if op.serial else target.threads
     return _bound_parts(memory / share, compute / share, "fma" if target.lanes else "scalar")
 
 
