@@ -22,12 +22,14 @@ TRUE = dict(
 ) | dict(gl_two_streams=3.0, gl_short_run=150.0, parallel_setup=9000.0)
 
 
-def synthetic_cycles(costs: dict, noise: float = 0.0) -> dict[str, float]:
-    """Cycles per unit each benchmark would measure if the model were exact (times 1 + noise, alternating)."""
+def synthetic_cycles(costs: dict, noise: float = 0.0, dot_line: float = 30.0) -> dict[str, float]:
+    """Cycles per unit each benchmark would measure if the model were exact (times 1 + noise, alternating);
+    the dot loop over one column takes ``dot_line`` a line, over several streams that plus their adjustment."""
     out = {}
     for i, (name, (_, row)) in enumerate(fit.ROWS.items()):
         out[name] = sum(c * costs[f] for f, c in row.items()) * (1 + (noise if i % 2 else -noise))
-    return out
+    out[fit.STREAM_REFERENCE] = dot_line
+    return out | {name: dot_line + costs[feature] for name, (_, feature) in fit.STREAM_ROWS.items()}
 
 
 def test_the_suite_pins_the_builtin_profile():
@@ -59,11 +61,41 @@ def test_nnls_recovers_known_constants():
     assert noisy.costs == pytest.approx(TRUE, rel=0.2)
 
 
-def test_nnls_keeps_constants_non_negative():
-    cycles = synthetic_cycles(TRUE)
-    cycles["interleaved_line"] = cycles["dram_line"] * 0.9  # interleaved faster than one stream: no surcharge
-    costs = fit.fit(cycles).costs
-    assert costs["gl_interleaved"] == 0 and min(costs.values()) >= 0
+def test_stream_adjustments_are_measured_differences_and_may_be_negative():
+    """Each stream adjustment is its dot loop's cycles a line less the one-column loop's: negative where the
+    streams read faster (a Zen 3: two columns of separate matrices 4.3 against 5.2 ns a line), never below
+    -gl_line; the NNLS constants stay non-negative; no reference, no adjustments."""
+    faster = dict(TRUE, gl_two_streams=-4.0, gl_interleaved=-1.5)
+    costs = fit.fit(synthetic_cycles(faster)).costs
+    assert (costs["gl_two_streams"], costs["gl_interleaved"]) == (-4.0, -1.5)
+    assert min(v for k, v in costs.items() if k not in profiles.SIGNED) >= 0
+    cycles = synthetic_cycles(faster) | {"two_streams_line": 1.0}  # 29 cycles a line less: more than gl_line
+    assert fit.fit(cycles).costs["gl_two_streams"] == pytest.approx(-TRUE["gl_line"], rel=1e-3)
+    no_reference = {k: v for k, v in synthetic_cycles(faster).items() if k != fit.STREAM_REFERENCE}
+    assert not set(profiles.SIGNED) & set(fit.fit(no_reference).costs)
+
+
+def test_a_negative_stream_adjustment_keeps_the_bound_and_the_refunds_sound():
+    """A profile may price two streams below one: a line read again (a loop's L1 or L2 refund) still costs at
+    least l1_line / l2_line (refunds are taken from the least a main-memory line costs), the search's bound
+    prices every line at that least, and pruning keeps the answer."""
+    from dataclasses import replace
+
+    from morello_build.ir.grammar import parse_spec
+    from morello_build.ir.impl import format_tree
+    from morello_build.synth.search import Search
+
+    data = {"morello_profile": 1, "base": "zen3", "costs": {"gl_two_streams": -5.0, "gl_interleaved": -2.0}}
+    table = profiles.parse(data).table(32)
+    assert table.least_gl_line == table.gl_line - 5.0
+    assert table.l1_reuse_line + table.least_gl_line == pytest.approx(table.l1_line)
+    assert table.l2_reuse_line + table.least_gl_line == pytest.approx(table.l2_line)
+    target = replace(get_target("avx2", threads=2, profile="zen3"), costs=table)
+    for text in ("gated 1x640x2560 b=bf16:col act=gelu", "matmul 4x256x64 b=bf16:col serial"):
+        spec = parse_spec(text).to_spec(target.limits())
+        pruned, unpruned = Search(target).best(spec), Search(target, prune=False).best(spec)
+        assert pruned.cost == pytest.approx(unpruned.cost, rel=1e-9, abs=1e-9), text
+        assert format_tree(pruned) == format_tree(unpruned), text
 
 
 def samples_from(cycles: dict[str, float], clock_ns: float = 0.25) -> dict[str, list[float]]:
@@ -134,6 +166,8 @@ BAD = [
     ({"morello_profile": 1, "widths": {"64": {"vec_fmas": 1}}}, "widths.64: unknown cost 'vec_fmas'"),
     ({"morello_profile": 1, "costs": {"page_bytes": 0}}, "'page_bytes' must be a positive integer"),
     ({"morello_profile": 1, "costs": {"prefetch_bytes": 1.5}}, "'prefetch_bytes' must be a non-negative integer"),
+    ({"morello_profile": 1, "costs": {"gl_two_streams": "x"}}, "cost 'gl_two_streams' must be a finite number"),
+    ({"morello_profile": 1, "costs": {"gl_interleaved": -9}}, "cost 'gl_interleaved' (-9) is below -gl_line (8)"),
 ]
 
 

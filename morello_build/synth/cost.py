@@ -330,19 +330,21 @@ def lower_bound(spec, target) -> float:
 
 
 def bound_parts(spec, target) -> tuple[float, ...]:
-    """A cost no program for ``spec`` can beat: every GL input line is read at least once (gl_line), and
-    every multiply-add takes at least the cheapest kernel's share of a vec_fma (vdpbf16ps: two per
-    lane); a spec that may still get a parallel loop (not serial) splits that work over at most
-    ``target.threads`` threads (a gated pair's too: without, the search missed the 2-thread optimum of gated
-    1x2560x10240 by 0.13%). As parts: the search adds them up over a plan's sub-specs (Plan.lower_bound),
-    and a program's parts hold at least these FMAs and lines (its phases cost at least their parts). Every
-    feature's price is positive except l1_reuse_line and l2_reuse_line, which only refund part of a gl_line
-    counted in a body, so the bound holds. (Priced directly: it is computed for every plan.)"""
+    """A cost no program for ``spec`` can beat: every GL input line is read at least once (at
+    ``least_gl_line``), and every multiply-add takes at least the cheapest kernel's share of a vec_fma
+    (vdpbf16ps: two per lane); a spec that may still get a parallel loop (not serial) splits that work over at
+    most ``target.threads`` threads (a gated pair's too: without, the search missed the 2-thread optimum of
+    gated 1x2560x10240 by 0.13%). As parts: the search adds them up over a plan's sub-specs
+    (Plan.lower_bound), and a program's parts hold at least these FMAs and lines (its phases cost at least
+    their parts). Every feature's price is positive except l1_reuse_line and l2_reuse_line, which only refund
+    part of a gl_line counted in a body (never below l1_line), and the stream adjustments (a calibrated core
+    may read several streams faster than one), so the bound holds. (Priced directly: it is computed for
+    every plan.)"""
     from morello_build.ir.spec import DType
 
     op, c = spec.op, target.costs
     inputs = [t for i, t in enumerate(op.operands) if i not in op.outputs]
-    memory = sum(t.lines() * c.gl_line for t in inputs if t.level == Level.GL)
+    memory = sum(t.lines() * c.least_gl_line for t in inputs if t.level == Level.GL)
     share = 1 if op.serial else target.threads
     if op.kind != "matmul":
         return _bound_parts(memory / share, 0.0, "fma")

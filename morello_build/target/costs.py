@@ -19,10 +19,13 @@ class CostTable:
     # of its gl_line: the prefetchers keep up with one sequential stream, not with several. 1x2048x16384
     # bf16 on Zen 4, one thread: one column at a time 26.8 GB/s (a plain read sweep 28.1), 2 or 4
     # interleaved 12.5-16 GB/s, and as bad for short columns (K = 256: 24 vs 9 GB/s).
+    # An adjustment, not a price: a calibration may make it negative (tools/fit.py STREAM_ROWS), never below
+    # -gl_line; then every loop's refund and the search's bound take the least line price (least_gl_line).
     gl_interleaved: float = 8.0
     # A main-memory line read as one of two interleaved streams of separate operands (one column of the
     # gated pair's B1 beside one of B2), on top of its gl_line; instead of gl_interleaved. Zen 4 showed two
-    # streams as slow as four (above); a Zen 3 core reads two at the speed of one (microarch.py).
+    # streams as slow as four (above); a Zen 3 core reads two at least at the speed of one (microarch.py;
+    # calibrate's dot loops there: 4.3 against 5.2 ns a line). An adjustment, as gl_interleaved.
     gl_two_streams: float = 8.0
     # A run shorter than a page (page_bytes) that a loop starts in main-memory weights, away from the
     # previous trip's runs: the prefetchers give up at the page edge, so its first lines wait for DRAM.
@@ -114,13 +117,22 @@ class CostTable:
         return self.overlap_percent / 100
 
     @property
+    def least_gl_line(self) -> float:
+        """The least a main-memory line costs: gl_line, less the largest saving of a stream adjustment
+        (gl_interleaved, gl_two_streams: negative where a calibrated core reads such streams faster)."""
+        return self.gl_line + min(0.0, self.gl_interleaved, self.gl_two_streams)
+
+    @property
     def l1_reuse_line(self) -> float:
         """A line counted as a main-memory line in a loop's body that the loop's later trips find in L1
-        (cost.l1_reuse_lines): a refund, the difference of the two prices (negative)."""
-        return self.l1_line - self.gl_line
+        (cost.l1_reuse_lines): a refund, the difference of the two prices (negative). Of the least
+        main-memory price: the refund cannot tell how the body read the line, and must never leave it below
+        l1_line (a line read again must not be cheaper than not at all; cost.bound_parts relies on it)."""
+        return self.l1_line - self.least_gl_line
 
     @property
     def l2_reuse_line(self) -> float:
         """A line counted as a main-memory line in a loop's body that the loop's later trips read from
-        L2 instead (cost.l2_reuse_lines): a refund, the difference of the two prices (negative)."""
-        return self.l2_line - self.gl_line
+        L2 instead (cost.l2_reuse_lines): a refund, the difference of the two prices (negative); of the least
+        main-memory price, as l1_reuse_line."""
+        return self.l2_line - self.least_gl_line

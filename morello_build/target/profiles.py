@@ -30,6 +30,7 @@ WIDTHS = {"32": 32, "64": 64}  # "widths": per vector width (bytes), costs that 
 CACHE_KEYS = {"l1d_bytes", "l1d_ways", "l2_bytes"}
 COST_FIELDS = {f.name: f.type for f in fields(CostTable)}
 MAY_BE_ZERO = {"prefetch_bytes", "vec_pipes", "stream_burst_bytes"}  # integer parameters where 0 means "off"
+SIGNED = ("gl_interleaved", "gl_two_streams")  # per-line adjustments to gl_line: at least -gl_line (tools/fit.py)
 
 
 class ProfileError(ValueError):
@@ -124,13 +125,14 @@ def parse(data, where: str = "profile") -> CostProfile:
         raise ProfileError(f"{where}: unknown base '{base}' (accepted: builtin, {', '.join(microarch.BY_NAME)})")
     start = BUILTIN if base == "builtin" else from_microarch(microarch.BY_NAME[base])
     costs = _costs(data.get("costs", {}), where)
-    tables = dict((w, _with(t, costs)) for w, t in start.tables)
+    tables = dict((w, _with(t, costs, where)) for w, t in start.tables)
     widths = data.get("widths", {})
     if not isinstance(widths, dict) or not set(widths) <= set(WIDTHS):
         raise ProfileError(f"{where}: 'widths' must be an object with keys among {', '.join(WIDTHS)}")
     for key, overrides in widths.items():
         width = WIDTHS[key]
-        tables[width] = _with(tables.get(width, tables[0]), _costs(overrides, f"{where}: widths.{key}"))
+        at = f"{where}: widths.{key}"
+        tables[width] = _with(tables.get(width, tables[0]), _costs(overrides, at), at)
     l1d, l2 = _caches(data.get("caches"), where, start)
     name = data.get("name", "file")
     if not isinstance(name, str) or not name or not name.isprintable() or len(name) > 120:
@@ -138,10 +140,14 @@ def parse(data, where: str = "profile") -> CostProfile:
     return CostProfile(name, tuple(sorted(tables.items())), l1d, l2)
 
 
-def _with(table: CostTable, costs: dict) -> CostTable:
+def _with(table: CostTable, costs: dict, where: str) -> CostTable:
     from dataclasses import replace
 
-    return replace(table, **costs)
+    out = replace(table, **costs)
+    for key in SIGNED:
+        if out.gl_line + getattr(out, key) < 0:
+            raise ProfileError(f"{where}: cost '{key}' ({getattr(out, key):g}) is below -gl_line ({out.gl_line:g})")
+    return out
 
 
 def _costs(costs, where: str) -> dict:
@@ -151,8 +157,9 @@ def _costs(costs, where: str) -> dict:
     for key, value in costs.items():
         if key not in COST_FIELDS:
             raise ProfileError(f"{where}: unknown cost '{key}' (CostTable fields: {', '.join(COST_FIELDS)})")
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < float("inf"):
-            raise ProfileError(f"{where}: cost '{key}' must be a non-negative number, not {value!r}")
+        least, kind = (float("-inf"), "finite") if key in SIGNED else (0, "non-negative")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not least <= value < float("inf"):
+            raise ProfileError(f"{where}: cost '{key}' must be a {kind} number, not {value!r}")
         least = 0 if key in MAY_BE_ZERO else 1
         if COST_FIELDS[key] == "int" and (value != int(value) or value < least):
             kind = "non-negative" if least == 0 else "positive"

@@ -154,41 +154,6 @@ __attribute__((target("avx512f"), noinline)) static double store_ns512(float* p,
   return t * 1e9 / ((double)passes * (floats / 16));
 }
 
-// `streams` interleaved sequential streams over equal parts of the buffer, one line of each in turn
-__attribute__((target("avx2"), noinline)) static double interleaved_ns_per_line(const float* p, size_t floats,
-                                                                                  int streams) {
-  size_t part = floats / streams / 16 * 16, lines = part / 16;
-  __m256 acc = _mm256_setzero_ps();
-  double t0 = now();
-  for (size_t l = 0; l < lines; ++l)
-    for (int s = 0; s < streams; ++s) {
-      const float* q = p + s * part + l * 16;
-      acc = _mm256_or_ps(acc, _mm256_or_ps(_mm256_load_ps(q), _mm256_load_ps(q + 8)));
-    }
-  double t = now() - t0;
-  g_sink = _mm256_cvtss_f32(acc);
-  return t * 1e9 / ((double)lines * streams);
-}
-
-// A dot kernel's n columns of B (N x K, 4 KiB columns: K = 2048 bf16) read side by side, a line of each in
-// turn, then the next n columns: every stream is one page long, and the prefetchers start each afresh.
-__attribute__((target("avx2"), noinline)) static double columns_ns_per_line(const float* p, size_t floats,
-                                                                              int columns) {
-  const size_t col = 1024, lines = col / 16;  // floats and lines per 4 KiB column
-  size_t groups = floats / (col * columns);
-  __m256 acc = _mm256_setzero_ps();
-  double t0 = now();
-  for (size_t g = 0; g < groups; ++g)
-    for (size_t l = 0; l < lines; ++l)
-      for (int c = 0; c < columns; ++c) {
-        const float* q = p + (g * columns + c) * col + l * 16;
-        acc = _mm256_or_ps(acc, _mm256_or_ps(_mm256_load_ps(q), _mm256_load_ps(q + 8)));
-      }
-  double t = now() - t0;
-  g_sink = _mm256_cvtss_f32(acc);
-  return t * 1e9 / ((double)groups * columns * lines);
-}
-
 // runs of `run` bytes, `gap` bytes apart (each on a new page), in passes that start one run further along
 __attribute__((target("avx2"), noinline)) static double short_run_ns(const float* p, size_t floats, size_t run,
                                                                        size_t gap) {
@@ -203,33 +168,46 @@ __attribute__((target("avx2"), noinline)) static double short_run_ns(const float
 }
 
 // A bf16 GEMV's dot loop over DRAM, as the dot kernels run it (per 64-byte line of B: two loads, each widened
-// to two f32 vectors and FMA'd with A's from L1 into 4 chains), prefetching `ahead` bytes ahead once per line
-// (0: not at all): ns per line. Chooses CostTable.prefetch_bytes (tools/fit.py PREFETCH_ROWS).
-__attribute__((target("avx2,fma"), noinline)) static double dot_prefetch_ns_per_line(const float* p, size_t floats,
-                                                                                     const float* a, size_t ahead) {
+// to two f32 vectors and FMA'd with A's from L1 into 4 chains), over `cols` columns of 4 KiB at a time (K = 2048
+// bf16 values), a line of each in turn, each prefetched `ahead` bytes ahead once per line (0: not at all): ns per
+// line. The columns are adjacent (a dot kernel's n columns of one matrix) or, `separate`, one from each of
+// `cols` equal parts of the buffer (the gated pair's column of B1 beside one of B2). One column chooses
+// CostTable.prefetch_bytes (tools/fit.py PREFETCH_ROWS); several, the per-line stream adjustments.
+__attribute__((target("avx2,fma"), noinline)) static double dot_ns_per_line(const float* p, size_t floats,
+                                                                            const float* a, size_t ahead,
+                                                                            int cols = 1, bool separate = false) {
   const size_t col = 1024;  // floats per 4 KiB column of 2048 bf16 values; A: 2048 floats
+  const size_t apart = separate ? floats / cols / col * col : col;  // floats from a column to the next read with it
+  const size_t step = separate ? col : col * cols, end = separate ? apart : floats / step * step;
   const __m256i high = _mm256_set1_epi32((int)0xffff0000u);
-  __m256 c0 = _mm256_setzero_ps(), c1 = c0, c2 = c0, c3 = c0;
+  __m256 c[4][4];
+  for (auto& r : c)
+    for (auto& x : r) x = _mm256_setzero_ps();
   const unsigned csr = _mm_getcsr();
   _mm_setcsr(csr | 0x8040);  // flush denormals (random bits as bf16): no microcode assists in the timing
   double t0 = now();
-  for (size_t i = 0; i + col <= floats; i += col) {
-    const char* b = reinterpret_cast<const char*>(p + i);
+  for (size_t i = 0; i < end; i += step) {
     for (size_t l = 0; l < col * 4; l += 64) {
-      if (ahead) _mm_prefetch(b + l + ahead, _MM_HINT_T0);
-      __m256i x = _mm256_load_si256(reinterpret_cast<const __m256i*>(b + l));
-      __m256i y = _mm256_load_si256(reinterpret_cast<const __m256i*>(b + l + 32));
-      const float* q = a + l / 2;
-      c0 = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_slli_epi32(x, 16)), _mm256_load_ps(q), c0);
-      c1 = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_and_si256(x, high)), _mm256_load_ps(q + 8), c1);
-      c2 = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_slli_epi32(y, 16)), _mm256_load_ps(q + 16), c2);
-      c3 = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_and_si256(y, high)), _mm256_load_ps(q + 24), c3);
+      for (int j = 0; j < cols; ++j) {
+        const char* b = reinterpret_cast<const char*>(p + i + j * apart);
+        if (ahead) _mm_prefetch(b + l + ahead, _MM_HINT_T0);
+        __m256i x = _mm256_load_si256(reinterpret_cast<const __m256i*>(b + l));
+        __m256i y = _mm256_load_si256(reinterpret_cast<const __m256i*>(b + l + 32));
+        const float* q = a + l / 2;
+        c[j][0] = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_slli_epi32(x, 16)), _mm256_load_ps(q), c[j][0]);
+        c[j][1] = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_and_si256(x, high)), _mm256_load_ps(q + 8), c[j][1]);
+        c[j][2] = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_slli_epi32(y, 16)), _mm256_load_ps(q + 16), c[j][2]);
+        c[j][3] = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_and_si256(y, high)), _mm256_load_ps(q + 24), c[j][3]);
+      }
     }
   }
   double t = now() - t0;
   _mm_setcsr(csr);
-  g_sink = _mm256_cvtss_f32(_mm256_add_ps(_mm256_add_ps(c0, c1), _mm256_add_ps(c2, c3)));
-  return t * 1e9 / ((double)floats / 16);
+  __m256 sum = _mm256_setzero_ps();
+  for (auto& r : c)
+    for (auto& x : r) sum = _mm256_add_ps(sum, x);
+  g_sink = _mm256_cvtss_f32(sum);
+  return t * 1e9 / ((double)(end / step) * cols * (col / 16));
 }
 
 // -- the generated headers' own pool (the runtime's ThreadPool; calibrate.py renders its header, whose namespace
@@ -309,12 +287,15 @@ int main(int argc, char** argv) {
       for (auto& t : ts) t.join();
       std::printf("dram_line_all %.6f\n", *std::max_element(ns.begin(), ns.end()));
     }
-    std::printf("two_streams_line %.6f\n", best([&] { return interleaved_ns_per_line(big, dram_floats, 2); }, 3));
-    std::printf("interleaved_line %.6f\n", best([&] { return columns_ns_per_line(big, dram_floats, 4); }, 3));
     std::printf("short_run %.6f\n", best([&] { return short_run_ns(big, dram_floats, 512, 32768); }, 3));
-    for (size_t ahead : {0, 256, 512, 1024, 2048})
-      std::printf("prefetch_%zu %.6f\n", ahead,
-                  best([&] { return dot_prefetch_ns_per_line(big, dram_floats, dot_a, ahead); }, 3));
+    for (size_t ahead : {0, 256, 512, 1024, 2048}) {
+      auto dot = [&] { return dot_ns_per_line(big, dram_floats, dot_a, ahead); };
+      std::printf("prefetch_%zu %.6f\n", ahead, best(dot, 3));
+    }
+    // the same loop over several streams, 1 KiB ahead in all (each stream its share, as the kernels prefetch)
+    auto two = [&] { return dot_ns_per_line(big, dram_floats, dot_a, 512, 2, true); };
+    std::printf("two_streams_line %.6f\n", best(two, 3));
+    std::printf("interleaved_line %.6f\n", best([&] { return dot_ns_per_line(big, dram_floats, dot_a, 256, 4); }, 3));
     std::printf("parallel_round %.6f\n", best([&] { return parallel_round_ns(pool, threads, 50 * scale); }, 15));
     std::fflush(stdout);
   }

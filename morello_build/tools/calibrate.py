@@ -73,7 +73,7 @@ def spread(values: list[float]) -> float:
 
 def summarize(samples: dict[str, list[float]], threads: int, max_spread: float) -> dict[str, dict]:
     """Per measurement: median ns, spread, cycles per unit; a UserError when one is too noisy to fit."""
-    from morello_build.tools.fit import CLOCK, PREFETCH_ROWS, PREFETCH_UNIT, ROWS, WIDTH_ROWS
+    from morello_build.tools.fit import CLOCK, PREFETCH_ROWS, PREFETCH_UNIT, ROWS, STREAM_ROWS, WIDTH_ROWS
 
     if CLOCK not in samples or not samples[CLOCK]:
         raise UserError("calibrate: no clock measurement")
@@ -83,7 +83,7 @@ def summarize(samples: dict[str, list[float]], threads: int, max_spread: float) 
         if name == "parallel_round" and threads < 2:
             continue  # one CPU: nothing to wake
         unit = ROWS[name][0] if name in ROWS else WIDTH_ROWS[name][0] if name in WIDTH_ROWS else "one cycle"
-        unit = PREFETCH_UNIT if name in PREFETCH_ROWS else unit
+        unit = PREFETCH_UNIT if name in PREFETCH_ROWS else STREAM_ROWS[name][0] if name in STREAM_ROWS else unit
         med = median(values)
         out[name] = dict(unit=unit, median_ns=round(med, 4), spread=round(spread(values), 4), reps=len(values))
         out[name]["cycles"] = round(med / clock, 4)
