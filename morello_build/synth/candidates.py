@@ -36,7 +36,7 @@ def _main_child(plan: Plan, children) -> int:
     for a plan without children (a whole program: nothing below to pin)."""
     if not children:
         return -1
-    weights = plan.weights or (1.0,) * len(children)
+    weights = plan.run_weights  # children: one per sub-spec
     return max(range(len(children)), key=lambda i: (weights[i] * children[i].cost, -i))
 
 

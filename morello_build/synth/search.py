@@ -128,7 +128,7 @@ class Search:
             return None
         children = []
         done = list(ZERO)  # the parts of the plan's built children (for bounds)
-        weights = plan.weights or (1.0,) * len(plan.subspecs)
+        weights = plan.run_weights
         last = len(plan.subspecs) - 1
         for i, sub in enumerate(plan.subspecs):
             maker = bodies.get(i) if bodies else None

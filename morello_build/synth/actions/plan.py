@@ -20,6 +20,11 @@ class Plan:
     weights: tuple[float, ...] | None = None  # how often each sub-spec runs (per thread), for bounds
     own: tuple[float, ...] | None = None  # cost.parts of the node's own features, for bounds (None: zero)
 
+    @property
+    def run_weights(self) -> tuple[float, ...]:
+        """How often each sub-spec runs (per thread): ``weights``, once each where not given."""
+        return self.weights or (1.0,) * len(self.subspecs)
+
     def lower_bound(self, bound: Callable[[Spec], tuple], done: list[float] | None = None, start: int = 0) -> float:
         """A cost no program of this plan can beat: the overlap rule over its own parts, ``done`` (the
         parts of the children already built: those before ``start``) and the bounds of its sub-specs from
@@ -32,7 +37,7 @@ class Plan:
         total, refund = split_refund(self.own or ZERO)
         if done is not None:
             total = [o + d for o, d in zip(total, done)]
-        weights = self.weights or (1.0,) * len(self.subspecs)
+        weights = self.run_weights
         for i in range(start, len(self.subspecs)):
             w = weights[i]
             total = [t + w * x for t, x in zip(total, bound(self.subspecs[i]))]
