@@ -157,9 +157,9 @@ def _costs(costs, where: str) -> dict:
     for key, value in costs.items():
         if key not in COST_FIELDS:
             raise ProfileError(f"{where}: unknown cost '{key}' (CostTable fields: {', '.join(COST_FIELDS)})")
-        least, kind = (float("-inf"), "finite") if key in SIGNED else (0, "non-negative")
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not least <= value < float("inf"):
-            raise ProfileError(f"{where}: cost '{key}' must be a {kind} number, not {value!r}")
+        floor, number = (float("-inf"), "finite") if key in SIGNED else (0, "non-negative")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not floor <= value < float("inf"):
+            raise ProfileError(f"{where}: cost '{key}' must be a {number} number, not {value!r}")
         least = 0 if key in MAY_BE_ZERO else 1
         if COST_FIELDS[key] == "int" and (value != int(value) or value < least):
             kind = "non-negative" if least == 0 else "positive"
