@@ -123,10 +123,26 @@ def test_profile_file_round_trip(tmp_path):
 
 
 def test_calibration_chooses_the_prefetch_distance(tmp_path):
-    """The fastest prefetch distance of the dot loop over DRAM, 0 where none gains 3% over not prefetching."""
+    """The fastest prefetch distance of the dot loop over DRAM, unless that loop is within the noise (3%, or the
+    rows' spread) of the base table's distance (then that one) or of not prefetching (then 0)."""
     flat = {m: 10.0 for m in fit.PREFETCH_ROWS}
     assert fit.prefetch_bytes(flat | {"prefetch_0": 12.0, "prefetch_1024": 9.5}) == 1024
     assert fit.prefetch_bytes(flat | {"prefetch_512": 9.9}) == 0 and fit.prefetch_bytes({}) is None
+    assert fit.prefetch_bytes(flat | {"prefetch_0": 12.0, "prefetch_1024": 9.5}, base=512) == 1024
+    assert fit.prefetch_bytes(flat | {"prefetch_0": 12.0, "prefetch_1024": 9.8}, base=512) == 512
+    # Zen 3 VM, 2026-11-29: 2048 fastest by 3.8% over the base's 512, whose own spread was 6.2%: a tie.
+    zen3 = {
+        "prefetch_0": 16.36,
+        "prefetch_256": 16.10,
+        "prefetch_512": 16.48,
+        "prefetch_1024": 16.01,
+        "prefetch_2048": 15.88,
+    }
+    spreads = {"prefetch_0": 0.038, "prefetch_256": 0.029, "prefetch_512": 0.062, "prefetch_1024": 0.043}
+    assert fit.prefetch_bytes(zen3, spreads | {"prefetch_2048": 0.032}, base=512) == 512
+    quiet = {m: 0.005 for m in fit.PREFETCH_ROWS}
+    assert fit.prefetch_bytes(zen3 | {"prefetch_2048": 15.5}, quiet, base=512) == 2048  # apart from 512 and from 0
+    assert fit.prefetch_bytes(zen3, spreads, base=None) == 0  # 2048 within prefetch_0's 3.8%
     samples = samples_from(synthetic_cycles(TRUE) | flat | {"prefetch_0": 12.0, "prefetch_256": 11.0})
     data = calibrate.profile_data(calibrate.summarize(samples, threads=2, max_spread=0.25), HOST, "zen3", 1.0)
     assert data["costs"]["prefetch_bytes"] == 512  # the first of the equally fast distances

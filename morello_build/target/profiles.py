@@ -66,6 +66,11 @@ def from_microarch(m: microarch.Microarch, caches=None) -> CostProfile:
     return CostProfile(m.name, tables, l1d, l2)
 
 
+def base_profile(name: str) -> CostProfile:
+    """The profile a file's ``base`` names: the built-in table, or a micro-architecture's (its class's caches)."""
+    return BUILTIN if name == "builtin" else from_microarch(microarch.BY_NAME[name])
+
+
 def host_profile() -> CostProfile:
     from morello_build.target.host import host_facts
 
@@ -123,7 +128,7 @@ def parse(data, where: str = "profile") -> CostProfile:
     base = data.get("base", "builtin")
     if base != "builtin" and base not in microarch.BY_NAME:
         raise ProfileError(f"{where}: unknown base '{base}' (accepted: builtin, {', '.join(microarch.BY_NAME)})")
-    start = BUILTIN if base == "builtin" else from_microarch(microarch.BY_NAME[base])
+    start = base_profile(base)
     costs = _costs(data.get("costs", {}), where)
     tables = dict((w, _with(t, costs, where)) for w, t in start.tables)
     widths = data.get("widths", {})

@@ -115,12 +115,14 @@ def check_clock(out: dict[str, dict]) -> None:
 
 def profile_data(measurements: dict[str, dict], host, base: str, seconds: float) -> dict:
     """The profile file's contents (target/profiles.py FILE_KEYS)."""
+    from morello_build.target.profiles import base_profile
     from morello_build.tools.fit import CLOCK, WIDTH_ROWS, fit, prefetch_bytes
 
     cycles = {n: m["cycles"] for n, m in measurements.items() if n != CLOCK}
     result = fit(cycles)
     costs = dict(result.costs)
-    if (ahead := prefetch_bytes(cycles)) is not None:
+    spreads = {n: m["spread"] for n, m in measurements.items()}
+    if (ahead := prefetch_bytes(cycles, spreads, base_profile(base).table(0).prefetch_bytes)) is not None:
         costs["prefetch_bytes"] = ahead
     widths: dict[str, dict[str, float]] = {}
     for name, (_, width, feature) in WIDTH_ROWS.items():

@@ -81,13 +81,28 @@ def nnls(a, b, tol: float = 1e-12):
     return x
 
 
-def prefetch_bytes(cycles: dict[str, float]) -> int | None:
-    """The prefetch distance whose loop ran fastest, 0 where none gains MIN_PREFETCH_GAIN over not
-    prefetching; None without the measurements."""
+def prefetch_bytes(
+    cycles: dict[str, float], spreads: dict[str, float] | None = None, base: int | None = None
+) -> int | None:
+    """The prefetch distance whose loop ran fastest, unless the measurements cannot tell that loop from the
+    one at ``base`` (the base table's distance; then ``base``) or from not prefetching (then 0); None without
+    the measurements. Two loops are told apart when their medians differ by more than MIN_PREFETCH_GAIN and
+    more than either's spread (``spreads``: interquartile range over median, calibrate.spread): on a noisy host
+    the fastest of five loops within their spread of each other is chance, and following it flipped the
+    distance between calibrations (Zen 3 VM, 2026-11-29: 1024, 1024, 2048, 2048 and 0, the last two a minute
+    apart), where 0 also turns off the kernels that need a lead (the rows kernels of several columns, the
+    quantized ones' prefetch plans)."""
     if not all(cycles.get(m, 0) > 0 for m in PREFETCH_ROWS):
         return None
     best = min(PREFETCH_ROWS, key=lambda m: (cycles[m], PREFETCH_ROWS[m]))
-    return PREFETCH_ROWS[best] if cycles[best] < (1 - MIN_PREFETCH_GAIN) * cycles["prefetch_0"] else 0
+    tied = [d for m, d in PREFETCH_ROWS.items() if not _told_apart(m, best, cycles, spreads or {})]
+    return base if base in tied else 0 if 0 in tied else PREFETCH_ROWS[best]
+
+
+def _told_apart(a: str, b: str, cycles: dict[str, float], spreads: dict[str, float]) -> bool:
+    """Whether the medians of measurements ``a`` and ``b`` differ beyond their noise (prefetch_bytes)."""
+    noise = max(MIN_PREFETCH_GAIN, spreads.get(a, 0.0), spreads.get(b, 0.0))
+    return abs(cycles[a] - cycles[b]) > noise * min(cycles[a], cycles[b])
 
 
 def fit(cycles: dict[str, float]) -> Fit:
