@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -253,6 +254,38 @@ def test_vendor_records_the_profile(tmp_path):
     (entry,) = json.loads((out / "morello-manifest.json").read_text())["kernels"]
     assert entry["profile"] == "zen3" and "// Costs:   profile zen3 " in (out / entry["header"]).read_text()
     assert cli.main(["vendor", "--out", str(out), "--check", "--db", "none"]) == 0  # the manifest's profile
+
+
+def test_calibrate_measures_again_while_a_measurement_is_too_noisy(monkeypatch, tmp_path, capsys):
+    """A run spoiled by a busy moment (two of five repetitions of a measurement twice as slow) is followed by
+    another, and the pooled samples outvote it; a measurement still too noisy when the time budget is spent
+    refuses the fit, saying how many runs were pooled. (The benchmarks are not run: their runs are injected.)"""
+    quiet = samples_from(synthetic_cycles(TRUE))
+    burst = dict(quiet, dram_line=[v * (2 if i >= 3 else 1) for i, v in enumerate(quiet["dram_line"])])
+    spoiled = dict(quiet, dram_line=[v * (1 + i) for i, v in enumerate(quiet["dram_line"])])
+
+    def injected(*outputs):
+        def run_benchmarks(reps, quick, threads, l2, l3, avx512, again):
+            runs = iter(outputs)
+
+            def run():
+                time.sleep(0.05)
+                return {name: [values[0], *values] for name, values in next(runs).items()}  # a warm-up first
+
+            return calibrate.pooled(run, again)
+
+        return run_benchmarks
+
+    monkeypatch.setattr(calibrate, "run_benchmarks", injected(burst, quiet))
+    assert cli.main(["calibrate", "-o", str(tmp_path / "p.json")]) == 0
+    assert "dram_line spread" in capsys.readouterr().err
+    assert json.loads((tmp_path / "p.json").read_text())["measurements"]["dram_line"]["reps"] == 10
+    monkeypatch.setattr(calibrate, "MEASURE_BUDGET_S", 0.3)
+    monkeypatch.setattr(calibrate, "run_benchmarks", injected(*[spoiled] * 100))
+    assert cli.main(["calibrate", "-o", str(tmp_path / "q.json")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert re.search(r"too noisy to fit in [2-9] runs \(dram_line: spread \d+% > 25%, 1 over\)", err), err
+    assert not (tmp_path / "q.json").exists()
 
 
 @pytest.mark.slow
