@@ -280,11 +280,12 @@ def test_calibrate_measures_again_while_a_measurement_is_too_noisy(monkeypatch, 
     assert cli.main(["calibrate", "-o", str(tmp_path / "p.json")]) == 0
     assert "dram_line spread" in capsys.readouterr().err
     assert json.loads((tmp_path / "p.json").read_text())["measurements"]["dram_line"]["reps"] == 10
-    monkeypatch.setattr(calibrate, "MEASURE_BUDGET_S", 0.3)
+    monkeypatch.setattr(calibrate, "MEASURE_BUDGET_S", 1.0)  # about 20 runs of 0.05 s
     monkeypatch.setattr(calibrate, "run_benchmarks", injected(*[spoiled] * 100))
     assert cli.main(["calibrate", "-o", str(tmp_path / "q.json")]) == 2
     err = capsys.readouterr().err.strip().splitlines()[-1]
-    assert re.search(r"too noisy to fit in [2-9] runs \(dram_line: spread \d+% > 25%, 1 over\)", err), err
+    refused = re.search(r"too noisy to fit in (\d+) runs \(dram_line: spread \d+% > 25%, 1 over\)", err)
+    assert refused and int(refused[1]) >= 2, err
     assert not (tmp_path / "q.json").exists()
 
 

@@ -26,7 +26,8 @@ DEFAULT_OUTPUT = "morello-profile.json"
 RUNTIME_NAMESPACE = "morello_calibrate_rt"  # the generated headers' runtime, timed as the parallel round's pool
 # Seconds within which calibrate runs its benchmarks again (samples pooled) while a measurement is too noisy: a
 # busy moment of a shared host spoils a few repetitions of one run, which more samples outvote (a run takes
-# ~7 s on a 2-vCPU Zen 3 VM, where single runs refused the fit 3 times in 6 on 2026-11-29). Issue 20: <= 60 s.
+# ~7 s on a 2-vCPU Zen 3 VM; there, in a noisy hour of 2026-11-29, single runs refused 6 calibrations of 6 and
+# pooled ones, alternated with them, fitted 3 of 6; a steady load on the other core defeats both). Issue 20: <= 60 s.
 MEASURE_BUDGET_S = 45
 
 
@@ -125,9 +126,9 @@ def summarize(samples: dict[str, list[float]], threads: int, max_spread: float, 
     noisy = too_noisy({n: m["spread"] for n, m in out.items()}, max_spread)
     if noisy:
         s, n = noisy[-1]
-        pooled = f" in {runs} runs" if runs > 1 else ""
+        after = f" in {runs} runs" if runs > 1 else ""
         raise UserError(
-            f"calibrate: measurements too noisy to fit{pooled} ({n}: spread {s:.0%} > {max_spread:.0%}, "
+            f"calibrate: measurements too noisy to fit{after} ({n}: spread {s:.0%} > {max_spread:.0%}, "
             f"{len(noisy)} over); rerun on a quieter host or raise --max-spread"
         )
     return out
