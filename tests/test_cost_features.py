@@ -308,6 +308,19 @@ def test_a_copy_that_reads_its_source_at_a_stride_counts_gather_elements():
     assert plain.get("copy_elem") == 64 * 64 and plain.get("copy_gather_elem") == 0
 
 
+def test_refunds_of_weights_read_as_streams_are_kept_apart():
+    """Lines of B stored N x K, which the dot kernels may have read as one of several streams (at a stream
+    adjustment that a calibration may make negative), are refunded as l1_reuse_stream_line, from the least
+    line price; B stored K x N (and A, C) as l1_reuse_line, from gl_line, what the body charged them."""
+    kxn = _loop_features(_spec("matmul 32x32x32", AVX512), (1, 4, 32, 32), target=AVX512)
+    assert kxn.get("l1_reuse_line") == 7 * _spec("matmul 32x32x32").op.b.lines() and not kxn.get("l1_reuse_stream_line")
+    nxk_spec = _spec("matmul 32x32x32 b=f32:col", AVX512)
+    nxk = _loop_features(nxk_spec, (1, 4, 32, 32), target=AVX512)  # 8 trips of 4 rows, each all of B
+    assert nxk.get("l1_reuse_stream_line") == 7 * nxk_spec.op.b.lines() and not nxk.get("l1_reuse_line")
+    c = AVX512.costs
+    assert c.l1_reuse_stream_line == c.l1_reuse_line  # the built-in table has no negative adjustment
+
+
 def test_stride_classes_take_ways_and_save_no_l2_reuse():
     """Rows 4 KiB apart map to the same sets: a view of 6 takes 6 whole ways of L1 (6 x 4 KiB), 13
     evict each other; a block of 512 such rows does not stay in L2, so loops save none of its lines."""
@@ -323,7 +336,7 @@ def test_stride_classes_take_ways_and_save_no_l2_reuse():
         Spec(Matmul(block, spec.op.b.tile((1, 128, 64)), spec.op.c.tile((1, 512, 64)), True, True), spec.limits)
     )
     dense = canonicalize(Spec(dataclasses.replace(body.op, a=dataclasses.replace(body.op.a, alias=0)), spec.limits))
-    assert l2_reuse_lines(body, (3,), 4, t) == 0 and l2_reuse_lines(dense, (3,), 4, t) == 3 * block.lines()
+    assert l2_reuse_lines(body, (3,), 4, t) == (0, 0) and l2_reuse_lines(dense, (3,), 4, t) == (3 * block.lines(), 0)
 
 
 def test_l2_stream_counts_lines_kernels_stream_from_l2_views():

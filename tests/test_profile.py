@@ -78,8 +78,9 @@ def test_stream_adjustments_are_measured_differences_and_may_be_negative():
 
 def test_a_negative_stream_adjustment_keeps_the_bound_and_the_refunds_sound():
     """A profile may price two streams below one: a line read again (a loop's L1 or L2 refund) still costs at
-    least l1_line / l2_line (refunds are taken from the least a main-memory line costs), the search's bound
-    prices every line at that least, and pruning keeps the answer."""
+    least l1_line / l2_line (the refunds of lines that may have been read as streams, weights stored N x K, are
+    taken from the least a main-memory line costs; the others, charged gl_line, from gl_line), the search's
+    bound prices every line at that least, and pruning keeps the answer."""
     from dataclasses import replace
 
     from morello_build.ir.grammar import parse_spec
@@ -89,8 +90,10 @@ def test_a_negative_stream_adjustment_keeps_the_bound_and_the_refunds_sound():
     data = {"morello_profile": 1, "base": "zen3", "costs": {"gl_two_streams": -5.0, "gl_interleaved": -2.0}}
     table = profiles.parse(data).table(32)
     assert table.least_gl_line == table.gl_line - 5.0
-    assert table.l1_reuse_line + table.least_gl_line == pytest.approx(table.l1_line)
-    assert table.l2_reuse_line + table.least_gl_line == pytest.approx(table.l2_line)
+    assert table.l1_reuse_stream_line + table.least_gl_line == pytest.approx(table.l1_line)
+    assert table.l2_reuse_stream_line + table.least_gl_line == pytest.approx(table.l2_line)
+    assert table.l1_reuse_line + table.gl_line == pytest.approx(table.l1_line)
+    assert table.l2_reuse_line + table.gl_line == pytest.approx(table.l2_line)
     target = replace(get_target("avx2", threads=2, profile="zen3"), costs=table)
     spec = parse_spec("gated 1x640x2560 b=bf16:col act=gelu").to_spec(target.limits())  # the pair's 2 streams
     pruned, unpruned = Search(target).best(spec), Search(target, prune=False).best(spec)

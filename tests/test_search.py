@@ -350,8 +350,8 @@ def test_l2_reuse_credit_counts_operands_the_loop_does_not_index():
         spec = parse_spec(f"matmul {m}x128x256 accum").to_spec(target.limits())
         tile = (1, m, 128, 64)  # loop over n (dim 3) in 4 trips
         body = canonicalize(Spec(spec.op.with_operands(operand_tiles(spec.op, tile), serial=True), spec.limits))
-        saved = l2_reuse_lines(body, (3,), 4, target)
-        assert saved == (3 * body.op.a.lines() if fits else 0)
+        saved, streams = l2_reuse_lines(body, (3,), 4, target)  # A's lines: never read as streams
+        assert saved == (3 * body.op.a.lines() if fits else 0) and streams == 0
         if fits:  # the loop's work is its trips' minus what the saved lines cost less from L2
             from morello_build.synth.cost import work
 

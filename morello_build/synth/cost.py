@@ -25,7 +25,8 @@ So the k step of a register tile costs its busiest port (FMAs, loads and broadca
 chain, dispatch), not their sum, and transfers hide behind FMAs. The surcharges of one class still
 stack: a main-memory line that a dot kernel reads as one of several streams counts one ``gl_line`` and
 one ``gl_interleaved``; ``l1_reuse_line`` and ``l2_reuse_line`` refund part of the ``gl_line`` of lines later
-trips find in L1 or L2.
+trips find in L1 or L2 (``l1_reuse_stream_line`` and ``l2_reuse_stream_line`` for lines that may have been read
+as streams: loops.may_stream).
 
 The memo keeps one program per spec, the cheapest by its own cost (then by summed work, ``better``); a
 parent's cost is not the sum of its children's, so that choice is exact per spec and an approximation
@@ -96,6 +97,8 @@ _CLASS_OF = {
     "l2_stream": "transfer",
     "l1_reuse_line": "transfer",  # refunds part of a gl_line: the same class
     "l2_reuse_line": "transfer",
+    "l1_reuse_stream_line": "transfer",
+    "l2_reuse_stream_line": "transfer",
     "hsum": "serial",  # a latency-bound shuffle-and-add chain
     "parallel_setup": "serial",
     "shared_line": "serial",
@@ -157,8 +160,9 @@ def describe_parts(p: tuple[float, ...], hidden: float) -> str:
 
 
 def split_refund(own) -> tuple[list[float], float]:
-    """A node's own parts without its refund, and the refund: a loop's l1_reuse_line and l2_reuse_line, the
-    only negative parts, which net into its transfers (combine and Plan.lower_bound place them)."""
+    """A node's own parts without its refund, and the refund: a loop's reuse refunds (l1_reuse_line,
+    l2_reuse_line and their stream kinds), the only negative parts, which net into its transfers (combine and
+    Plan.lower_bound place them)."""
     parts = list(own)
     refund = min(0.0, parts[TRANSFER])
     parts[TRANSFER] -= refund
@@ -169,7 +173,7 @@ def combine(own: tuple[float, ...], children, weights, phases=(), hidden=1.0) ->
     """THE combination rule (see the module docstring): a node's parts are its own features' parts
     (``parts(features, costs)``, computed once per plan) plus each child's parts times how often it runs
     per thread, except that a child in ``phases`` (a packing copy: ``move_phases``) runs as a phase of
-    its own: its cost is serial. A loop's refunds (l1_reuse_line, l2_reuse_line: its only negative parts)
+    its own: its cost is serial. A loop's refunds (its reuse refunds: its only negative parts)
     go to the lines where they were counted: those of phases first (their serial cost), then the transfers.
     The node's cost is ``overlap`` of its parts (``hidden``: CostTable.hidden). Returns (cost, parts)."""
     total, refund = split_refund(own)
@@ -336,9 +340,10 @@ def bound_parts(spec, target) -> tuple[float, ...]:
     most ``target.threads`` threads (a gated pair's too: without, the search missed the 2-thread optimum of
     gated 1x2560x10240 by 0.13%). As parts: the search adds them up over a plan's sub-specs
     (Plan.lower_bound), and a program's parts hold at least these FMAs and lines (its phases cost at least
-    their parts). Every feature's price is positive except l1_reuse_line and l2_reuse_line, which only refund
-    part of a gl_line counted in a body (never below l1_line), and the stream adjustments (a calibrated core
-    may read several streams faster than one), so the bound holds. (Priced directly: it is computed for
+    their parts). Every feature's price is positive except the reuse refunds, which only refund part of a
+    gl_line counted in a body (a line read again never costs less than l1_line: lines that may have been read
+    as streams are refunded from the least line price), and the stream adjustments (a calibrated core may read
+    several streams faster than one), so the bound holds. (Priced directly: it is computed for
     every plan.)"""
     from morello_build.ir.spec import DType
 

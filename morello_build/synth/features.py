@@ -10,7 +10,7 @@ from morello_build.target.costs import CostTable
 # Feature names, in a fixed order: the CostTable's prices (its float fields), then derived prices
 # (CostTable properties). An unknown name is an error (Features.of raises KeyError).
 _PRICES = tuple(f.name for f in fields(CostTable) if f.type == "float")
-FEATURES: tuple[str, ...] = _PRICES + ("l1_reuse_line", "l2_reuse_line")
+FEATURES: tuple[str, ...] = _PRICES + ("l1_reuse_line", "l2_reuse_line", "l1_reuse_stream_line", "l2_reuse_stream_line")
 _RANK = {name: i for i, name in enumerate(FEATURES)}
 
 

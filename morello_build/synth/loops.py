@@ -6,6 +6,7 @@ from __future__ import annotations
 from functools import lru_cache
 from math import ceil
 
+from morello_build.ir.formats import is_format
 from morello_build.ir.machine import LINE_BYTES
 from morello_build.ir.spec import Level, operand_tiles
 from morello_build.synth.caches import l2_evicts, view_evicts
@@ -32,9 +33,10 @@ def loop_features(op, bodies, counts, dims, tile, parallel: bool, unrolled: bool
         shared = sum(n * shared_lines(s) for n, s in zip(counts, bodies))
         per_trip = Features.of(loop_iter=loop_iter, shared_line=shared) * busiest_share(trips, target.threads)
         return per_trip + Features.of(parallel_setup=1, gl_short_run=runs, gl_burst_line=bursts)
-    l1, in_l1 = l1_reuse_lines(op, bodies, counts, dims, target)
-    l2 = l2_reuse_lines(bodies[0], dims, trips, target, skip=in_l1)
+    (l1, l1_streams), in_l1 = l1_reuse_lines(op, bodies, counts, dims, target)
+    l2, l2_streams = l2_reuse_lines(bodies[0], dims, trips, target, skip=in_l1)
     reuse = (("l1_reuse_line", l1), ("l2_reuse_line", l2))
+    reuse += (("l1_reuse_stream_line", l1_streams), ("l2_reuse_stream_line", l2_streams))
     return Features.ordered(("gl_short_run", runs), ("gl_burst_line", bursts), ("loop_iter", loop_iter), *reuse)
 
 
@@ -45,58 +47,83 @@ def shared_lines(spec) -> int:
     return sum(op.operands[i].runs() for i in op.outputs if op.operands[i].level == Level.GL)
 
 
-def l2_reuse_lines(body, dims, trips: int, target, skip: tuple[int, ...] = ()) -> int:
+def may_stream(op, i: int) -> bool:
+    """Whether kernels may read operand ``i``'s main-memory lines as one of several streams, charging a stream
+    adjustment (cost.streams_read, view_features): weights (B, or the pair's B1 and B2) whose columns are dense
+    along K, as the dot kernels read them. Their refunds take the least line price (l1_reuse_stream_line)."""
+    from morello_build.target.kernels import columns_unit_stride  # the kernels import the cost model
+
+    t = op.operands[i]
+    return op.operand_names[i] in _WEIGHTS and (is_format(t.dtype) or columns_unit_stride(t))
+
+
+_WEIGHTS = ("b", "b1", "b2")
+
+
+def _split(lines_by_operand, op) -> tuple[int, int]:
+    """(lines of operands no kernel reads as streams, lines of those that may: may_stream)."""
+    plain = streams = 0
+    for i, n in lines_by_operand:
+        if n and may_stream(op, i):
+            streams += n
+        else:
+            plain += n
+    return plain, streams
+
+
+def l2_reuse_lines(body, dims, trips: int, target, skip: tuple[int, ...] = ()) -> tuple[int, int]:
     """``l2_reuse_line``: a serial loop whose body's main-memory operands fit in L2 together: those the
     loop does not index (A over a loop on n, C over a split of k) are read from L2 on every trip after
     the first. Bodies count their operands' lines as main-memory lines; this counts the lines that the
     later trips read from L2 instead. Without it the model cannot prefer blockings that keep a block
     of A in L2 (it has no L2 level). Operands whose runs evict each other from L2 (``l2_evicts``) save
-    nothing, and neither do those ``skip`` names (l1_reuse_lines refunds them)."""
+    nothing, and neither do those ``skip`` names (l1_reuse_lines refunds them). Returns the lines of
+    operands no kernel reads as streams and of those that may (may_stream), apart."""
     op = body.op
     gl = [(i, t) for i, t in enumerate(op.operands) if t.level == Level.GL]
     if trips < 2 or sum(t.bytes for _, t in gl) > target.l2_bytes:
-        return 0
-    invariant = sum(
-        t.lines()
+        return 0, 0
+    invariant = (
+        (i, (trips - 1) * t.lines())
         for i, t in gl
         if i not in skip and not any(d in dims for d in op.operand_iter_dims[i]) and not l2_evicts(t, target)
     )
-    return (trips - 1) * invariant
+    return _split(invariant, op)
 
 
-def l1_reuse_lines(op, bodies, counts, dims, target) -> tuple[int, tuple[int, ...]]:
-    """``l1_reuse_line``, and the operands it counts: a serial loop whose trip's main-memory tiles fit in L1
-    together (at most half of it, none of them evicting itself by its stride class) finds on later trips
-    the lines earlier trips brought in: every line of an input the loop does not index, the lines that
-    consecutive trips' tiles share where the loop steps an input by less than a line (a split of k by 2
-    reads each row's line of A on 8 trips), and a split's output, which later trips load again (its stores
-    stay at main memory's price: not every store kernel counts a line, scalar ones do not, and a refund must
-    not exceed what the body counts). Bodies count those lines as main-memory lines on every trip; this
-    counts those beyond the lines the loop reads once. 32^3 on Zen 4, warm: splits of k by 2, 4 and 8 costed
-    5.9x, 3.2x and 1.9x the pick (now 4.2x, 2.5x and 1.7x) and ran 1.7x, 1.2x and 1.1x; tiles of 4 and 1
-    rows costed 1.5x and 3.5x (now 1.3x and 2.5x), ran 1.0x and 2.0x.
-    Not the output where the loop's op streams an input read once (a GEMV's weights), whose speed is that
-    of the stream: keeping 8 KiB of C in L1 made a K x N GEMV read B in 4-row trips of 4 KiB runs, 1.4x
-    slower than 8 rows at a time with C in L2 (Zen 4), which the model cannot tell (l2_reuse_lines)."""
+def l1_reuse_lines(op, bodies, counts, dims, target) -> tuple[tuple[int, int], tuple[int, ...]]:
+    """``l1_reuse_line`` and ``l1_reuse_stream_line`` (the lines of operands that may_stream), and the operands they
+    count: a serial loop whose trip's main-memory tiles fit in L1 together (at most half of it, none of them
+    evicting itself by its stride class) finds on later trips the lines earlier trips brought in: every line of an
+    input the loop does not index, the lines that consecutive trips' tiles share where the loop steps an input by
+    less than a line (a split of k by 2 reads each row's line of A on 8 trips), and a split's output, which later
+    trips load again (its stores stay at main memory's price: not every store kernel counts a line, scalar ones do
+    not, and a refund must not exceed what the body counts). Bodies count those lines as main-memory lines on every
+    trip; this counts those beyond the lines the loop reads once. 32^3 on Zen 4, warm: splits of k by 2, 4 and 8
+    costed 5.9x, 3.2x and 1.9x the pick (now 4.2x, 2.5x and 1.7x) and ran 1.7x, 1.2x and 1.1x; tiles of 4 and 1 rows
+    costed 1.5x and 3.5x (now 1.3x and 2.5x), ran 1.0x and 2.0x. Not the output where the loop's op streams an input
+    read once (a GEMV's weights), whose speed is that of the stream: keeping 8 KiB of C in L1 made a K x N GEMV read
+    B in 4-row trips of 4 KiB runs, 1.4x slower than 8 rows at a time with C in L2 (Zen 4), which the model cannot
+    tell (l2_reuse_lines)."""
     trips = sum(counts)
     body = bodies[0].op
     gl = [i for i, t in enumerate(body.operands) if t.level == Level.GL]
     if trips < 2 or not body.reduction_dims or sum(body.operands[i].bytes for i in gl) > target.l1_bytes // 2:
-        return 0, ()
+        return (0, 0), ()
     if not all(_stays_in_l1(op.operands[i], body.operands[i], target) for i in gl):
-        return 0, ()
+        return (0, 0), ()
     streamed = bool(_read_once(op))
-    saved, counted = 0, []
+    saved, counted = [], []
     for i in gl:
         charged = sum(n * b.op.operands[i].lines() for n, b in zip(counts, bodies))
         if i not in body.outputs:
-            saved += max(0, charged - op.operands[i].lines())
+            saved.append((i, max(0, charged - op.operands[i].lines())))
         elif streamed or any(d in dims for d in body.operand_iter_dims[i]):
             continue  # l2_reuse_lines' (a split's output), or stepped: written once
         else:  # loaded again on later trips (their stores are not all charged as lines: scalar ones are not)
-            saved += charged - body.operands[i].lines()
+            saved.append((i, charged - body.operands[i].lines()))
         counted.append(i)
-    return saved, tuple(counted)
+    return _split(saved, op), tuple(counted)
 
 
 def _stays_in_l1(whole, tile, target) -> bool:

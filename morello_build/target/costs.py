@@ -20,7 +20,8 @@ class CostTable:
     # bf16 on Zen 4, one thread: one column at a time 26.8 GB/s (a plain read sweep 28.1), 2 or 4
     # interleaved 12.5-16 GB/s, and as bad for short columns (K = 256: 24 vs 9 GB/s).
     # An adjustment, not a price: a calibration may make it negative (tools/fit.py STREAM_ROWS), never below
-    # -gl_line; then every loop's refund and the search's bound take the least line price (least_gl_line).
+    # -gl_line; then the refunds of lines read as streams and the search's bound take the least line price
+    # (least_gl_line, l1_reuse_stream_line).
     gl_interleaved: float = 8.0
     # A main-memory line read as one of two interleaved streams of separate operands (one column of the
     # gated pair's B1 beside one of B2), on top of its gl_line; instead of gl_interleaved. Zen 4 showed two
@@ -125,14 +126,28 @@ class CostTable:
     @property
     def l1_reuse_line(self) -> float:
         """A line counted as a main-memory line in a loop's body that the loop's later trips find in L1
-        (cost.l1_reuse_lines): a refund, the difference of the two prices (negative). Of the least
-        main-memory price: the refund cannot tell how the body read the line, and must never leave it below
-        l1_line (a line read again must not be cheaper than not at all; cost.bound_parts relies on it)."""
-        return self.l1_line - self.least_gl_line
+        (cost.l1_reuse_lines): a refund, the difference of the two prices (negative). For lines no kernel
+        reads as one of several streams (A, C, weights stored K x N): they were charged gl_line."""
+        return self.l1_line - self.gl_line
 
     @property
     def l2_reuse_line(self) -> float:
         """A line counted as a main-memory line in a loop's body that the loop's later trips read from
-        L2 instead (cost.l2_reuse_lines): a refund, the difference of the two prices (negative); of the least
-        main-memory price, as l1_reuse_line."""
+        L2 instead (cost.l2_reuse_lines): a refund, the difference of the two prices (negative), as
+        l1_reuse_line."""
+        return self.l2_line - self.gl_line
+
+    @property
+    def l1_reuse_stream_line(self) -> float:
+        """l1_reuse_line of a line the body's kernels may have read as one of several streams (weights stored
+        N x K: the dot kernels' columns), charged gl_line plus a stream adjustment that a calibration may make
+        negative: refunded from the least main-memory price, so that no line read again costs less than
+        l1_line (cost.bound_parts relies on it). Pricing every refund so overcharged the L1 and L2 reuse of
+        GEMM blockings by the adjustment: on the Zen 3 VM, with a calibration's -4.0, the instrument's rho
+        on 256^3 fell from 0.82 to 0.75 (bench/RANK.md)."""
+        return self.l1_line - self.least_gl_line
+
+    @property
+    def l2_reuse_stream_line(self) -> float:
+        """l2_reuse_line of a line read as one of several streams, from the least price (l1_reuse_stream_line)."""
         return self.l2_line - self.least_gl_line

@@ -31,7 +31,7 @@ class Plan:
         ``start`` on (cost.lower_bound: parts too), all of the rest hidden behind the busiest class (a table
         that hides less only adds).
         Children built as phases (cost.move_phases) cost at least as much as counted here. A loop's
-        refund (its own negative transfer: l1_reuse_line, l2_reuse_line) is taken off the result, not off
+        refund (its own negative transfer: the reuse refunds) is taken off the result, not off
         the transfers: cost.combine gives it to the serial cost of its children's phases first, where it
         counts in full, while a transfer that does not bind would count it at less."""
         total, refund = split_refund(self.own or ZERO)
