@@ -95,6 +95,13 @@ def _runs(t: TensorSpec) -> int:
     return -(-_elements(t) // t.layout.contiguous_run(t.shape, t.contig))
 
 
+def columns_unit_stride(b: TensorSpec) -> bool:
+    """Each column of a (1, K, n) B tile is a dense run along K (B stored N×K, i.e. ``col``): what the dot kernels
+    read (target/kernels), and what the cost model's refunds ask of weights (synth/loops.may_stream)."""
+    _, k, _ = b.shape
+    return b.tile((1, k, 1)).unit_stride(1) or k == 1
+
+
 def alias_stride(run_stride_bytes: int) -> int:
     """The stride class of a tensor whose runs (rows) start ``run_stride_bytes`` apart: the largest power
     of two dividing the stride, when that is at least ``ALIAS_MIN`` (else 0). Runs whose addresses

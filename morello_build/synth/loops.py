@@ -8,7 +8,7 @@ from math import ceil
 
 from morello_build.ir.formats import is_format
 from morello_build.ir.machine import LINE_BYTES
-from morello_build.ir.spec import Level, operand_tiles
+from morello_build.ir.spec import Level, columns_unit_stride, operand_tiles
 from morello_build.synth.caches import l2_evicts, view_evicts
 from morello_build.synth.features import Features
 
@@ -51,8 +51,6 @@ def may_stream(op, i: int) -> bool:
     """Whether kernels may read operand ``i``'s main-memory lines as one of several streams, charging a stream
     adjustment (cost.streams_read, view_features): weights (B, or the pair's B1 and B2) whose columns are dense
     along K, as the dot kernels read them. Their refunds take the least line price (l1_reuse_stream_line)."""
-    from morello_build.target.kernels import columns_unit_stride  # the kernels import the cost model
-
     t = op.operands[i]
     return op.operand_names[i] in _WEIGHTS and (is_format(t.dtype) or columns_unit_stride(t))
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from math import ceil
 from typing import Callable
 
-from morello_build.ir.spec import DType, Level, TensorSpec
+from morello_build.ir.spec import DType, Level, TensorSpec, columns_unit_stride  # noqa: F401 (re-exported)
 
 F32, BF16 = DType.F32, DType.BF16
 
@@ -48,12 +48,6 @@ def single_run_dim(t: TensorSpec) -> int:
     """The one dim with extent > 1 (2 when there is none)."""
     dims = [i for i, s in enumerate(t.shape) if s > 1]
     return dims[0] if len(dims) == 1 else (2 if not dims else -1)
-
-
-def columns_unit_stride(b: TensorSpec) -> bool:
-    """Each column of a (1, K, n) B tile is a dense run along K (B stored N×K, i.e. ``col``)."""
-    _, k, _ = b.shape
-    return b.tile((1, k, 1)).unit_stride(1) or k == 1
 
 
 def interleaved_for(a: TensorSpec, lanes: int) -> bool:
