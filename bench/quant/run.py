@@ -303,7 +303,9 @@ def main() -> int:
     ap.add_argument("--calls", type=int, default=3)
     ap.add_argument("--rotate-mib", type=int, default=384)
     ap.add_argument("--quick", action="store_true", help="first workload only, 5 rounds")
-    ap.add_argument("--filter", default="", help="only implementations whose name contains this (sweeps kept)")
+    ap.add_argument(
+        "--filter", default="", help="only implementations whose name contains this, or one of A|B|... (sweeps kept)"
+    )
     ap.add_argument("--threads", type=int, nargs="+", default=THREADS, help="thread counts (default: 1 2)")
     ap.add_argument("--profile", default=None, help="cost profile of our kernels (a calibrate file; default: host)")
     args = ap.parse_args()
@@ -326,7 +328,7 @@ def main() -> int:
             gc.collect()
             impls = wl.impls + wl.ort_impls(t)
             if args.filter:
-                impls = [i for i in impls if args.filter in i.name]
+                impls = [i for i in impls if any(part in i.name for part in args.filter.split("|"))]
             good = []
             for imp in impls:
                 imp.error = wl.check(imp, t)

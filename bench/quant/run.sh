@@ -2,7 +2,7 @@
 # Quantized-weights benchmark (issue 21), one command: installs onnxruntime and onnx into the project's Python
 # (pip), builds ggml once from the llama.cpp sources of llama-cpp-python's sdist (bench/quant/build_ggml.sh,
 # cached in ~/.cache/morello-bench), and runs bench/quant/run.py, which writes bench/results/quant.md and
-# quant.json. Arguments go to run.py (--quick, --rounds R, --filter TEXT, --rotate-mib N).
+# quant.json. Arguments go to run.py (--quick, --rounds R, --filter 'TEXT|TEXT', --rotate-mib N).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
