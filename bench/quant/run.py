@@ -299,18 +299,18 @@ def main() -> int:
     ap.add_argument("--ggml-include", required=True, type=Path)
     ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parents[1] / "results")
     ap.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "morello-bench")
-    ap.add_argument("--rounds", type=int, default=15)
+    ap.add_argument("--rounds", type=int, default=None, help="interleaved rounds (default 15, with --quick 5)")
     ap.add_argument("--calls", type=int, default=3)
     ap.add_argument("--rotate-mib", type=int, default=384)
-    ap.add_argument("--quick", action="store_true", help="first workload only, 5 rounds")
+    ap.add_argument("--quick", action="store_true", help="first workload only, 5 rounds unless --rounds says")
     ap.add_argument(
         "--filter", default="", help="only implementations whose name contains this, or one of A|B|... (sweeps kept)"
     )
     ap.add_argument("--threads", type=int, nargs="+", default=THREADS, help="thread counts (default: 1 2)")
     ap.add_argument("--profile", default=None, help="cost profile of our kernels (a calibrate file; default: host)")
     args = ap.parse_args()
-    if args.quick:
-        args.rounds = min(args.rounds, 5)
+    if args.rounds is None:
+        args.rounds = 5 if args.quick else 15
     args.out.mkdir(parents=True, exist_ok=True)
     t_start = time.time()
 
