@@ -311,6 +311,8 @@ def main() -> int:
     args = ap.parse_args()
     if args.rounds is None:
         args.rounds = 5 if args.quick else 15
+    if args.rounds < 1 or args.calls < 1:
+        ap.error("--rounds and --calls take a whole number of at least 1")
     args.out.mkdir(parents=True, exist_ok=True)
     t_start = time.time()
 
