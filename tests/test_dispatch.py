@@ -146,6 +146,7 @@ def test_cli_explain_dispatch(capsys):
     assert [ln for ln in out.splitlines() if ln.startswith("## ")] == [
         "## avx512_bf16: the avx512 program",
         "## avx512",
+        "## avx2_vnni: the avx2 program",
         "## avx2",
         "## scalar",
     ]

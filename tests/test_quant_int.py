@@ -9,6 +9,7 @@ AVX-512 compile-only where the CPU lacks it (as tests/test_quant.py)."""
 from __future__ import annotations
 
 import re
+import subprocess
 from functools import cache
 from pathlib import Path
 
@@ -23,12 +24,13 @@ from morello_build.ir.epilogue import ACTIVATIONS
 from morello_build.ir.formats import dequantize
 from morello_build.ir.grammar import SpecError, parse_spec
 from morello_build.ir.impl import Kernel, Loop, MoveImpl, walk
-from morello_build.target import get_target
+from morello_build.target import get_target, runnable_isas
 from morello_build.tools.api import synthesize_header
 from tests.test_quant import (
     HAVE_CXX,
     HAVE_HWY,
     _c_array,
+    _compile,
     _random_format,
     case_outputs,
     gated_case_lines,
@@ -326,6 +328,48 @@ def test_ymm_vnni_kernels_match_the_exact_semantics(tmp_path, monkeypatch, reque
     _check_program("avx512_bf16", tmp_path, SPECS, headers)
 
 
+@pytest.mark.skipif(not HAVE_CXX, reason="no C++ compiler")
+def test_avxvnni_kernels_match_the_exact_semantics(tmp_path, monkeypatch, request):
+    """avx2_vnni (AVX-VNNI without AVX-512): dot_int_avxvnni and dot_int4_avxvnni (no other dot kernel), with
+    dot_int_cols8 (which the search prefers for some small batches) out of the catalog, on every spec and gated
+    pair against numpy, i4 both ways. The VEX intrinsic only: the same code as dot_int_vnni's, whose
+    EVEX instruction does the same. Run natively on an AVX-VNNI CPU, else with the instruction emulated."""
+    shared_search.without_kernels(("dot_int_cols8",), monkeypatch, request)
+    target, headers = get_target("avx2_vnni", threads=2), []
+    search = shared_search.new_search(target)
+    for i, text in enumerate(SPECS + GATED):
+        user = parse_spec(text)
+        impl = search.best(user.to_spec(target.limits()))
+        header = emit_header(user, impl, target, name=f"k{i}", namespace=f"qi{i}")
+        kernels = set(re.findall(r"// (dot_\w+):", header))
+        assert kernels and kernels <= {"dot_int_avxvnni", "dot_int4_avxvnni"}, (text, kernels)
+        assert "_mm256_dpbusd_avx_epi32(" in header and "_mm256_dpbusd_epi32(" not in header, text
+        headers.append(header)
+    assert all(any(f"// {k}:" in h for h in headers) for k in ("dot_int_avxvnni", "dot_int4_avxvnni"))
+    _assert_i4_both_ways(headers)
+    _check_program("avx2_vnni", tmp_path, SPECS + GATED, headers, run=_run_emulating_avxvnni)
+
+
+def test_search_uses_avxvnni_only_for_aquant():
+    """avx2_vnni's search is avx2's but for aquant=i8 (tools.api.search_isa), so its dispatch level and its
+    programs add nothing elsewhere; for the decode GEMVs it picks the VNNI dot kernels."""
+    from morello_build.tools.api import search_isa
+
+    extra = {k.name for k in get_target("avx2_vnni").kernels()} - {k.name for k in get_target("avx2").kernels()}
+    assert extra == {"dot_int_avxvnni", "dot_int4_avxvnni"}
+    assert search_isa(parse_spec("matmul 1x2048x256 b=bf16:col"), "avx2_vnni") == "avx2"
+    assert search_isa(parse_spec("matmul 1x2048x256 b=q4_0:col"), "avx2_vnni") == "avx2"
+    target = get_target("avx2_vnni", threads=2)
+    for text, want in (
+        ("matmul 1x2048x2560 b=q4_0:col aquant=i8", "dot_int4_avxvnni"),
+        ("matmul 1x2048x2560 b=q8_0:col aquant=i8", "dot_int_avxvnni"),
+    ):
+        u = parse_spec(text)
+        assert search_isa(u, "avx2_vnni") == "avx2_vnni"
+        impl = shared_search.program(u, target)
+        assert {n.name for n in walk(impl) if isinstance(n, Kernel) and n.name.startswith("dot_")} == {want}, text
+
+
 def _assert_i4_both_ways(headers) -> None:
     """i4's pairs of blocks both ways: nibbles interleaved into value order (more rows than half the columns),
     and A's rows split into evens and odds."""
@@ -345,9 +389,44 @@ def test_search_picks_vnni512_for_zero_points():
     assert {n.name for n in walk(impl) if isinstance(n, Kernel) and n.name.startswith("dot_")} == {"dot_int4_vnni512"}
 
 
-def _check_program(isa: str, tmp: Path, specs, headers=None) -> None:
+# Tests only: AVX-VNNI's vpdpbusd (VEX) by its definition (Intel SDM, VPDPBUSD: each int32 lane plus the 4
+# products of its u8 bytes of the second operand by the s8 bytes of the third, wrapping), so that the avx2_vnni
+# programs run on a CPU without AVX-VNNI: everything but the instruction itself, whose operation is AVX512-VNNI's
+# ymm form (dot_int_vnni, run on VNNI hosts). Included before the headers: immintrin.h's guard keeps the macro.
+_EMULATED_DPBUSD = """#include <immintrin.h>
+#include <cstdint>
+#include <cstring>
+__attribute__((target("avx2"))) static inline __m256i test_dpbusd(__m256i acc, __m256i u, __m256i s) {
+  std::uint32_t r[8];
+  std::uint8_t a[32];
+  std::int8_t b[32];
+  std::memcpy(r, &acc, 32);
+  std::memcpy(a, &u, 32);
+  std::memcpy(b, &s, 32);
+  for (int l = 0; l < 8; ++l)
+    for (int i = 0; i < 4; ++i) r[l] += static_cast<std::uint32_t>(a[4 * l + i] * b[4 * l + i]);
+  __m256i out;
+  std::memcpy(&out, r, 32);
+  return out;
+}
+#define _mm256_dpbusd_avx_epi32 test_dpbusd
+"""
+
+
+def _run_emulating_avxvnni(src: Path, isa: str) -> list:
+    """run_program's rows, on a CPU without AVX-VNNI with _EMULATED_DPBUSD included first."""
+    if isa in runnable_isas():
+        return run_program(src, isa)
+    emulation = src.with_name("emulated_dpbusd.hpp")
+    emulation.write_text(_EMULATED_DPBUSD)
+    exe = _compile(src, extra=("-include", str(emulation)))
+    out = subprocess.run([str(exe)], stdout=subprocess.PIPE, text=True, check=True).stdout.split("\n")
+    return [line.split() for line in out if line]
+
+
+def _check_program(isa: str, tmp: Path, specs, headers=None, run=run_program) -> None:
     src, cases = _program(isa, tmp, specs, headers)
-    rows = run_program(src, isa)
+    rows = run(src, isa)
     for i, case in enumerate(cases):
         if parse_spec(specs[i]).kind == "gated":
             exact, tol = case[3:]

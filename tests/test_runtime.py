@@ -178,6 +178,7 @@ _KERNEL_NAMES = {
     "bmi": "bmi1",
     "avx512bf16": "avx512_bf16",
     "avx512vnni": "avx512_vnni",
+    "avxvnni": "avx_vnni",
 }
 
 

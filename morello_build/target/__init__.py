@@ -150,6 +150,7 @@ CPUID_BITS = {
     "avx512vl": ("leaf7_ebx", 31, _ZMM),
     "avx512bf16": ("leaf7s1_eax", 5, _ZMM),
     "avx512vnni": ("leaf7_ecx", 11, _ZMM),
+    "avxvnni": ("leaf7s1_eax", 4, _YMM),
 }
 # F16C (half <-> float) is in every x86 CPU with AVX2 (Intel Haswell+, AMD Piledriver+): the avx2
 # target widens f16 weights with vcvtph2ps.
@@ -189,6 +190,9 @@ TARGETS = {
         target_attr=_HWY_AVX2_ATTR,
         cpu_features=_HWY_AVX2_CPU,
     ),
+    # AVX-VNNI: vpdpbusd on ymm without AVX-512 (Intel Alder Lake and later client cores, Sierra Forest; AMD
+    # Zen 5). Only the aquant=i8 dot kernels use it; for every other spec its program is avx2's (search_isa).
+    "avx2_vnni": _x86("avx2_vnni", _AVX2_CPU + ("avxvnni",), 32, 16, "avx2"),
     "avx512": _x86("avx512", _AVX512_CPU, 64, 32, "avx512"),
     # Every CPU with AVX512_BF16 (Cooper Lake, Sapphire Rapids, Zen 4) has AVX512_VNNI (Cascade Lake on).
     "avx512_bf16": _x86("avx512_bf16", _AVX512_CPU + ("avx512bf16", "avx512vnni"), 64, 32, "avx512"),
@@ -196,7 +200,7 @@ TARGETS = {
 # Runtime ISA dispatch (codegen/dispatch.py): the levels a dispatch header holds a program for, best
 # first; the last runs on any CPU.
 BUILTIN_FINGERPRINT = TARGETS["avx2"].cost_fingerprint  # every record in TARGETS is priced alike
-DISPATCH_LEVELS = ("avx512_bf16", "avx512", "avx2", "scalar")
+DISPATCH_LEVELS = ("avx512_bf16", "avx512", "avx2_vnni", "avx2", "scalar")
 TARGET_ISAS = ("native",) + tuple(TARGETS)  # one target each
 ISAS = TARGET_ISAS + ("dispatch",)  # what users may ask for (CLI, CMake, Python)
 
@@ -212,16 +216,20 @@ def cpu_flags() -> frozenset[str]:
     return frozenset()
 
 
+# /proc/cpuinfo's names of the CPUID_BITS features the ISAs' checks name otherwise.
+_CPUINFO_NAMES = {"avx512_bf16": "avx512bf16", "avx512_vnni": "avx512vnni", "avx_vnni": "avxvnni"}
+
+
 @cache
 def runnable_isas() -> tuple[str, ...]:
     """The ISAs of TARGETS whose instructions this CPU has (by /proc/cpuinfo), in TARGETS order."""
-    flags = {f.replace("avx512_bf16", "avx512bf16").replace("avx512_vnni", "avx512vnni") for f in cpu_flags()}
+    flags = {_CPUINFO_NAMES.get(f, f) for f in cpu_flags()}
     return tuple(isa for isa, t in TARGETS.items() if t.features - {"highway"} <= flags)
 
 
 @cache
 def native_isa() -> str:
-    return next((isa for isa in ("avx512_bf16", "avx512", "avx2") if isa in runnable_isas()), "scalar")
+    return next((isa for isa in DISPATCH_LEVELS if isa in runnable_isas()), "scalar")
 
 
 MAX_THREADS = 1024

@@ -128,9 +128,11 @@ def synthesize_variants(
 def search_isa(user: UserSpec, isa: str) -> str:
     """The ISA whose search gives the same program as ``isa``'s: highway's catalog and costs are avx2's,
     and avx512_bf16's kernels beyond avx512's serve only A and B both bf16 (dot_bf16_dp) or A quantized to
-    int8 in the kernel (aquant=i8: the VNNI dot kernels)."""
+    int8 in the kernel (aquant=i8: the VNNI dot kernels), as avx2_vnni's beyond avx2's serve only the latter."""
     if isa == "highway":
         return "avx2"
+    if isa == "avx2_vnni":
+        return isa if aquant.is_quantized_a(user.dtypes[0]) else "avx2"
     if isa == "avx512_bf16":
         a, b = user.dtypes[:2]
         return isa if a.value == b.value == "bf16" or aquant.is_quantized_a(a) else "avx512"

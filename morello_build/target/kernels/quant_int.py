@@ -16,10 +16,14 @@ quantized A (``Q8A`` blocks: f32 sa, 32 int8 qa) with integer weights (i8, i4, q
 - ``dot_int_vnni``: the same with AVX-512 VNNI's ``vpdpbusd`` (u8 by s8, 4 products per int32 lane) in
   place of ``maddubs`` and ``madd``, on targets whose CPUs have VNNI (avx512_bf16: every CPU with
   AVX512_BF16 has AVX512_VNNI); ``dot_int_vnni512`` (quant_int_zmm.py): on zmm, two blocks a step.
+  ``dot_int_avxvnni``: the same code with AVX-VNNI's VEX-encoded ``vpdpbusd`` (the avx2_vnni target: no
+  AVX-512), the instruction's semantics unchanged (``dpbusd``).
 - ``dot_int_scalar``: the same in plain int32 loops (the scalar target, and any other's fallback).
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 from morello_build.ir.aquant import BLOCK, Q8A, WEIGHTS, is_quantized_a
 from morello_build.ir.formats import is_format
@@ -235,7 +239,7 @@ def _avx2_weights(fmt, p: str, z) -> str:
 
 
 def _avx2_emit(lw, node, binds, vnni: bool = False) -> None:
-    c, aps, cols, blk = prologue(lw, node, binds, "dot_int_vnni" if vnni else "dot_int")
+    c, aps, cols, blk = prologue(lw, node, binds, node.name)
     fmt, (_, m, k, n) = binds[1].dtype, node.spec.op.iter_shape
     blocks = k // BLOCK
     chains = 2 if blocks > 1 else 1  # two FMA chains per output (even and odd blocks): latency, not FMAs, binds
@@ -266,11 +270,17 @@ def _avx2_emit(lw, node, binds, vnni: bool = False) -> None:
     lw.close()
 
 
-def _products(u: str, s: str, vnni: bool) -> str:
+def dpbusd(target) -> str:
+    """The intrinsic of ymm ``vpdpbusd`` on ``target``: AVX512_VNNI's (EVEX, with AVX512VL) or AVX-VNNI's (VEX).
+    The same operation (Intel SDM: VPDPBUSD): each int32 lane plus its 4 products of u8 by s8, wrapping."""
+    return "_mm256_dpbusd_epi32" if target.has("avx512vnni") else "_mm256_dpbusd_avx_epi32"
+
+
+def _products(u: str, s: str, vnni: bool, target) -> str:
     """8 int32 lanes, each the sum of 4 products of u8 ``u`` by s8 ``s``: maddubs then madd by ones (pairs
     of products at most 2 * 128 * 127, under 2^15), or one VNNI vpdpbusd."""
     if vnni:
-        return f"_mm256_dpbusd_epi32(_mm256_setzero_si256(), {u}, {s})"
+        return f"{dpbusd(target)}(_mm256_setzero_si256(), {u}, {s})"
     return f"_mm256_madd_epi16(_mm256_maddubs_epi16({u}, {s}), ones16)"
 
 
@@ -289,7 +299,7 @@ def _avx2_block(lw, fmt, aps, cols, blk: str, accs, vnni: bool, prefetches=None)
             f"const __m256i {qas[-1]} = _mm256_loadu_si256(reinterpret_cast<const __m256i*>({ap} + {blk} * 36 + 4));"
         )
         if zero_i8:  # sum qa per lane (maddubs of ones by qa)
-            lw.emit(f"const __m256i {qas[-1]}s = {_products('_mm256_set1_epi8(1)', qas[-1], vnni)};")
+            lw.emit(f"const __m256i {qas[-1]}s = {_products('_mm256_set1_epi8(1)', qas[-1], vnni, lw.target)};")
     for j, col in enumerate(cols):
         sb, z = scale_zero(lw, fmt, col, blk, f16c=True)
         qb, sbv = lw.fresh("qb"), lw.fresh("sb")
@@ -298,7 +308,7 @@ def _avx2_block(lw, fmt, aps, cols, blk: str, accs, vnni: bool, prefetches=None)
         lw.emit(f"const float {sbv} = {sb};")
         for r, (sa, qa) in enumerate(zip(sas, qas)):
             p = lw.fresh("p")
-            lw.emit(f"__m256i {p} = {_products(f'{qb}u', f'_mm256_sign_epi8({qa}, {qb})', vnni)};")
+            lw.emit(f"__m256i {p} = {_products(f'{qb}u', f'_mm256_sign_epi8({qa}, {qb})', vnni, lw.target)};")
             if zero_i8:
                 lw.emit(f"{p} = _mm256_sub_epi32({p}, _mm256_mullo_epi32({qa}s, _mm256_set1_epi32({z})));")
             acc = accs[r][j]
@@ -379,6 +389,12 @@ DOT_INT_VNNI = KernelDef(
     doc="dot_int with AVX-512 VNNI's vpdpbusd (on ymm, AVX512VL) in place of maddubs and madd",
     features=frozenset({"avx512vnni", "avx512vl", "f16c"}),
     vector_regs=_vector_regs,
+)
+DOT_INT_AVXVNNI = replace(
+    DOT_INT_VNNI,
+    name="dot_int_avxvnni",
+    doc="dot_int_vnni's code with AVX-VNNI's vpdpbusd (VEX, on CPUs without AVX-512)",
+    features=frozenset({"avxvnni", "avx2", "f16c"}),
 )
 DOT_INT_SCALAR = KernelDef(
     name="dot_int_scalar",

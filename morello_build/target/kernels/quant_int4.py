@@ -34,14 +34,17 @@ is an unsigned byte for ``vpdpbusd``), and the rows' offsets are 16 * sum qa, as
 points (1x2048x16384 i4 g32 at M = 4, 4x2 tiles, warm, Intel Xeon: 2.4% faster than the madd). The
 same exact integer sums: ``vpdpbusd`` adds the same 4 products a lane in int32, and the int16 sums above
 never saturate. ``dot_int4_vnni512`` (quant_int4_zmm.py): this one on zmm, four blocks per step.
+``dot_int4_avxvnni``: dot_int4_vnni's code with AVX-VNNI's VEX-encoded ``vpdpbusd`` (avx2_vnni: no AVX-512).
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from morello_build.ir.aquant import BLOCK, Q8A
 from morello_build.synth.cost import Features, lines_read
 from morello_build.target.kernels.common import KernelDef
-from morello_build.target.kernels.quant_int import block_ptr, dot_applies, prologue, scale_zero
+from morello_build.target.kernels.quant_int import block_ptr, dot_applies, dpbusd, prologue, scale_zero
 from morello_build.target.kernels.quant_int_prefetch import prefetch_plan, prefetch_slots
 
 MAX_OUTPUTS = 8  # rows x columns per kernel: M = 1 takes 8 columns, M = 4 4 x 2
@@ -105,7 +108,7 @@ def _cost(op, target, vnni: bool = False) -> Features:
 
 # -- emitter -----------------------------------------------------------------------------------------------
 def _emit(lw, node, binds, vnni: bool = False) -> None:
-    c, aps, cols, blk = prologue(lw, node, binds, "dot_int4_vnni" if vnni else "dot_int4")
+    c, aps, cols, blk = prologue(lw, node, binds, node.name)
     fmt, (_, m, k, n) = binds[1].dtype, node.spec.op.iter_shape
     pairs = prefetch_plan(fmt, k, n)[0]
     accs = [[lw.fresh("acc") for _ in range(n)] for _ in range(m)]
@@ -144,7 +147,7 @@ def _pair(lw, fmt, aps, cols, blk: str, accs, vnni: bool, prefetches, in_order: 
     """Blocks blk and blk + 1: A's rows rearranged to the weights' order (in_order: i4's nibbles put in q4_0's
     order instead), then every column and row, each column followed by its slot of the following columns'
     prefetches (prefetch_slots)."""
-    rows = []
+    rows, dp = [], dpbusd(lw.target)
     for ap in aps:
         x0, x1, lo, hi, corr, sa = (lw.fresh(s) for s in ("x", "x", "alo", "ahi", "corr", "sa"))
         a0 = f"{ap} + {blk} * {Q8A.unit_size}"
@@ -158,7 +161,7 @@ def _pair(lw, fmt, aps, cols, blk: str, accs, vnni: bool, prefetches, in_order: 
             lw.emit(f"const __m256i {lo} = _mm256_permute4x64_epi64(_mm256_unpacklo_epi64({x0}s, {x1}s), 0xD8);")
             lw.emit(f"const __m256i {hi} = _mm256_permute4x64_epi64(_mm256_unpackhi_epi64({x0}s, {x1}s), 0xD8);")
         if vnni:  # -offs * sum qa (_OFFSET), 4 values a lane, as int32: where each output's sums start
-            both = f"_mm256_dpbusd_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), offs, {lo}), offs, {hi})"
+            both = f"{dp}({dp}(_mm256_setzero_si256(), offs, {lo}), offs, {hi})"
             lw.emit(f"const __m256i {corr} = _mm256_sub_epi32(_mm256_setzero_si256(), {both});")
         else:
             lw.emit(
@@ -189,7 +192,7 @@ def _pair(lw, fmt, aps, cols, blk: str, accs, vnni: bool, prefetches, in_order: 
         for r, (alo, ahi, corr, sa) in enumerate(rows):
             s = lw.fresh("s")
             if vnni:  # int32 sums, the offsets' lanes first
-                sums = f"_mm256_dpbusd_epi32(_mm256_dpbusd_epi32({_vnni_base(corr, zv)}, {lo}, {alo}), {hi}, {ahi})"
+                sums = f"{dp}({dp}({_vnni_base(corr, zv)}, {lo}, {alo}), {hi}, {ahi})"
             else:
                 lw.emit(
                     f"const __m256i {s} = _mm256_sub_epi16(_mm256_add_epi16(_mm256_maddubs_epi16({lo}, {alo}), "
@@ -306,7 +309,7 @@ def _scale_pair(lw, fmt, col, blk: str) -> str:
 def _single(lw, fmt, aps, cols, blk: str, accs, vnni: bool) -> None:
     """The odd last block: A's row rearranged to the nibbles' order (q4_0: as stored; i4: evens, odds)."""
     lw.open("{")
-    rows = []
+    rows, dp = [], dpbusd(lw.target)
     for ap in aps:
         a, corr, sa = lw.fresh("a"), lw.fresh("corr"), lw.fresh("sa")
         x = _load(f"{ap} + {blk} * {Q8A.unit_size} + 4")
@@ -316,7 +319,7 @@ def _single(lw, fmt, aps, cols, blk: str, accs, vnni: bool) -> None:
         if vnni:  # -offs * sum qa (_OFFSET) as int32 lanes
             lw.emit(
                 f"const __m256i {corr} = _mm256_sub_epi32(_mm256_setzero_si256(), "
-                f"_mm256_dpbusd_epi32(_mm256_setzero_si256(), offs, {a}));"
+                f"{dp}(_mm256_setzero_si256(), offs, {a}));"
             )
         else:
             lw.emit(f"const __m256i {corr} = _mm256_maddubs_epi16(offs, {a});")
@@ -340,7 +343,7 @@ def _single(lw, fmt, aps, cols, blk: str, accs, vnni: bool) -> None:
         for r, (a, corr, sa) in enumerate(rows):
             s, acc = lw.fresh("s"), accs[r][j]
             if vnni:
-                sums = f"_mm256_dpbusd_epi32({_vnni_base(corr, zv)}, {v}, {a})"
+                sums = f"{dp}({_vnni_base(corr, zv)}, {v}, {a})"
             else:
                 lw.emit(f"const __m256i {s} = _mm256_sub_epi16(_mm256_maddubs_epi16({v}, {a}), {_offset(corr, zv)});")
                 sums = f"_mm256_madd_epi16({s}, ones16)"
@@ -377,4 +380,10 @@ DOT_INT4_VNNI = KernelDef(
     doc="dot_int4 with AVX-512 VNNI's vpdpbusd (on ymm, AVX512VL) in place of maddubs and madd, zero points included",
     features=frozenset({"avx512vnni", "avx512vl", "f16c"}),
     vector_regs=lambda op, target: _vector_regs(op, target, vnni=True),
+)
+DOT_INT4_AVXVNNI = replace(
+    DOT_INT4_VNNI,
+    name="dot_int4_avxvnni",
+    doc="dot_int4_vnni's code with AVX-VNNI's vpdpbusd (VEX, on CPUs without AVX-512)",
+    features=frozenset({"avxvnni", "avx2", "f16c"}),
 )
