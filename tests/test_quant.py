@@ -380,6 +380,38 @@ def test_i4_gemv_widens_two_vectors_per_load(isa):
     assert "::load2_i4(" in header and "::load_i4(" not in header.split("// dot_quant:")[1]
 
 
+@pytest.mark.parametrize(
+    "b, hoisted",
+    [
+        ("b=q4_0", True),
+        ("b=i4:col group=32 scales=f16 zero", True),
+        ("b=i8:col group=64 scales=f32 zero", True),
+        ("b=gemma_i8", True),
+        ("b=i4:col group=channel scales=f32 zero", False),  # one rolled group: its sum of A one long chain
+        ("b=i8:col group=32 scales=f32", False),  # no zero point
+    ],
+)
+def test_dot_quant_takes_the_zero_point_off_once_per_group(b, hoisted):
+    """sum a (q - z) as sum a q - z sum a: per group the sum of A (once for every column) and one FMA per
+    column, no subtraction per widened vector (load_q4 and load_i4 subtract 0); the kernel's features count
+    that, and on AVX2 four columns keep one FMA chain each so that the two more registers fit."""
+    from morello_build.target.kernels import quant
+    from tests.test_rows import _forced
+
+    text, n = f"matmul 1x512x4 {b}", 4
+    impl, target = _forced(text, "dot_quant", n, "avx2")
+    kernel = emit_header(parse_spec(text), impl, target).split("// dot_quant:")[1].split("hsum")[0]
+    fmt = parse_spec(text).dtypes[1]
+    assert quant.hoists_zero(fmt, 512, target.lanes) == hoisted
+    assert ("asum" in kernel) == hoisted and kernel.count("bcast(-float(") == (n if hoisted else 0)
+    calls = re.findall(r"load2?_(?:q4|i4)\([^()]*\)", kernel)  # q4: (p, shift, n[, z]); i4: (p, n, z, lo, hi)
+    if hoisted:
+        assert "::sub(" not in kernel and all(c.endswith(", 0)") or ", 0, blo" in c for c in calls), calls
+    op = next(x for x in walk(impl) if isinstance(x, Kernel) and x.name == "dot_quant").spec.op
+    assert quant.chains(fmt, n, 512, target) == (1 if hoisted else 2)
+    assert quant._vector_regs(op, target) <= target.vector_regs
+
+
 # -- dot_quant_rows forced by the scheduling API ---------------------------------------------------------
 def test_small_batch_gated_pairs_accumulate_in_l1():
     header = _headers("avx512")[len(SPECS) + GATED.index("gated 4x160x19 b=f16:col")]

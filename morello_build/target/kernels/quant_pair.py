@@ -41,7 +41,8 @@ def _cost(op, target):
     one, two = (quant._cost(_single(op, b), target, cols=2 * n) for b in (op.b1, op.b2))  # 2n: prefetch trips
     groups = k // fmt.group if fmt.group > 1 else 1
     a_loads = groups * ceil((k // groups) / target.lanes)
-    own = one + two + Features.of(vec_load=-a_loads) + lines_read(op.a) * -1
+    shared = Features.of(vec_load=a_loads) + lines_read(op.a) + quant.zero_sum_features(fmt, k, target.lanes)
+    own = one + two + shared * -1  # A's loads and lines, and its sums, once
     b_alone = streams_read(op.b1, n) * -2
     return own + b_alone + sum((streams_read(b, 2 * n, n == 1) for b in (op.b1, op.b2)), Features.of())
 
@@ -49,8 +50,7 @@ def _cost(op, target):
 def _vector_regs(op, target) -> int:
     """quant.py's registers (quant._vector_regs) for 2n columns: chains, accumulators, temporaries."""
     fmt, (_, _, k, n) = op.b1.dtype, op.iter_shape
-    chunks = ceil(quant.group_size(fmt, k) / target.lanes)
-    return 2 * n * (quant._chains(2 * n, chunks) + 1) + 3
+    return quant.vector_regs(fmt, 2 * n, k, target, quant.chains(fmt, 2 * n, k, target))
 
 
 def _emit(lw, node, binds) -> None:
@@ -64,8 +64,7 @@ def _emit(lw, node, binds) -> None:
     lw.emit(f"const float* {ap} = {lw.ptr(a, (0, 0, 0))};")
     bps, sps, zps = quant.column_pointers(lw, fmt, [(b, j) for b in (b1, b2) for j in range(n)])
     cols = 2 * n
-    G = quant.group_size(fmt, k)
-    u = quant._chains(cols, ceil(G / lw.W))
+    u = quant.chains(fmt, cols, k, lw.target)
     head, rolled = _prefetch_head(lw, op, bps)
     if fmt.group == 1:  # f16, e4m3: one "group" of K values, no scale
         parts = quant._zeroed(lw, [[lw.fresh("acc") for _ in range(u)] for _ in range(cols)])
