@@ -410,6 +410,11 @@ def test_dot_quant_takes_the_zero_point_off_once_per_group(b, hoisted):
     op = next(x for x in walk(impl) if isinstance(x, Kernel) and x.name == "dot_quant").spec.op
     assert quant.chains(fmt, n, 512, target) == (1 if hoisted else 2)
     assert quant._vector_regs(op, target) <= target.vector_regs
+    with mock.patch.object(quant, "hoists_zero", return_value=False):  # the kernel subtracting per vector
+        plain = quant.DOT_QUANT.cost(op, target)
+    feats, groups = quant.DOT_QUANT.cost(op, target), 512 // quant.group_size(fmt, 512)
+    assert feats.get("vec_fma") - plain.get("vec_fma") == (groups * n if hoisted else 0)  # one FMA per group and column
+    assert (feats.get("vec_op") < plain.get("vec_op")) == hoisted  # no subtraction per chunk and column
 
 
 # -- dot_quant_rows forced by the scheduling API ---------------------------------------------------------
