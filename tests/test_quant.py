@@ -321,6 +321,11 @@ def run_program(src: Path, isa: str) -> list:
     exe = _compile(src, opt="-O1" if isa in runnable_isas() else "-O0")
     if isa not in runnable_isas():
         pytest.skip(f"this CPU does not run {isa} (compiled only)")
+    return output_rows(exe)
+
+
+def output_rows(exe: Path) -> list:
+    """Run a test program: its output rows (case, kernel's value, reference's value)."""
     out = subprocess.run([str(exe)], stdout=subprocess.PIPE, text=True, check=True).stdout.split("\n")
     return [line.split() for line in out if line]
 

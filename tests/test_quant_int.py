@@ -9,7 +9,6 @@ AVX-512 compile-only where the CPU lacks it (as tests/test_quant.py)."""
 from __future__ import annotations
 
 import re
-import subprocess
 from functools import cache
 from pathlib import Path
 
@@ -35,6 +34,7 @@ from tests.test_quant import (
     case_outputs,
     gated_case_lines,
     gated_tolerance,
+    output_rows,
     run_program,
 )
 
@@ -419,9 +419,7 @@ def _run_emulating_avxvnni(src: Path, isa: str) -> list:
         return run_program(src, isa)
     emulation = src.with_name("emulated_dpbusd.hpp")
     emulation.write_text(_EMULATED_DPBUSD)
-    exe = _compile(src, extra=("-include", str(emulation)))
-    out = subprocess.run([str(exe)], stdout=subprocess.PIPE, text=True, check=True).stdout.split("\n")
-    return [line.split() for line in out if line]
+    return output_rows(_compile(src, extra=("-include", str(emulation))))
 
 
 def _check_program(isa: str, tmp: Path, specs, headers=None, run=run_program) -> None:

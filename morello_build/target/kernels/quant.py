@@ -219,8 +219,9 @@ def chains(fmt, n: int, k: int, target) -> int:
     4 columns of AVX2: one chain each, 0.87-0.93x the time of two chains with 8 subtracted per vector (two
     chains and the sum of A spill registers: 0.95-1.04x; one chain, subtracting per vector: 0.96-0.98x)."""
     u = _chains(n, ceil(group_size(fmt, k) / target.lanes))
-    while hoists_zero(fmt, k, target.lanes) and u > 1 and vector_regs(fmt, n, k, target, u) > target.vector_regs:
-        u -= 1
+    if hoists_zero(fmt, k, target.lanes):
+        while u > 1 and vector_regs(fmt, n, k, target, u) > target.vector_regs:
+            u -= 1
     return u
 
 
