@@ -370,6 +370,24 @@ def test_search_uses_avxvnni_only_for_aquant():
         assert {n.name for n in walk(impl) if isinstance(n, Kernel) and n.name.startswith("dot_")} == {want}, text
 
 
+def test_avx2_vnni_headers_without_aquant_are_avx2_headers(monkeypatch):
+    """A header avx2_vnni asks for, or native on an AVX-VNNI CPU without AVX-512, is avx2's byte for byte where its
+    program is (no aquant=i8): no avxvnni target attribute (GCC 10 has none) and no AVX-VNNI check at run time
+    (it runs on every AVX2 CPU). With aquant=i8 it keeps both."""
+    import morello_build.target as target_mod
+    from morello_build.tools.api import header_isa, synthesize_header
+
+    monkeypatch.setattr(target_mod, "native_isa", lambda: "avx2_vnni")
+    f32 = "matmul 3x16x40 b=bf16:col"
+    avx2 = synthesize_header(f32, isa="avx2", threads=1)
+    assert synthesize_header(f32, isa="avx2_vnni", threads=1) == avx2
+    assert synthesize_header(f32, isa="native", threads=1) == avx2
+    assert "avxvnni" not in avx2
+    aquant = "matmul 1x64x64 b=q8_0:col aquant=i8"
+    assert header_isa(parse_spec(aquant), "native") == "avx2_vnni"
+    assert 'target("avx2,fma,f16c,avxvnni")' in synthesize_header(aquant, isa="native", threads=1)
+
+
 def _assert_i4_both_ways(headers) -> None:
     """i4's pairs of blocks both ways: nibbles interleaved into value order (more rows than half the columns),
     and A's rows split into evens and odds."""

@@ -22,7 +22,7 @@ def synthesize_program(
     target.get_target), priced by the cost ``profile`` (None: $MORELLO_PROFILE, else this host's; see
     target/profiles.py): returns (user spec, target, impl, search)."""
     user = parse_spec(spec) if isinstance(spec, str) else spec
-    target = get_target(isa, threads=threads, profile=profile)
+    target = get_target(header_isa(user, isa), threads=threads, profile=profile)
     store = open_store(db, target) if db is not None else None
     try:
         impl, search = synthesize(user.to_spec(target.limits()), target, progress=progress, store=store)
@@ -48,7 +48,7 @@ def synthesize_tuned(
     from morello_build.tools import tune as tuning
 
     user = parse_spec(spec) if isinstance(spec, str) else spec
-    target = get_target(isa, threads=threads, profile=profile)
+    target = get_target(header_isa(user, isa), threads=threads, profile=profile)
     store = open_store(db, target) if db is not None else None
     try:
         impl, search = synthesize(user.to_spec(target.limits()), target, progress=progress, store=store)
@@ -137,6 +137,14 @@ def search_isa(user: UserSpec, isa: str) -> str:
         a, b = user.dtypes[:2]
         return isa if a.value == b.value == "bf16" or aquant.is_quantized_a(a) else "avx512"
     return isa
+
+
+def header_isa(user: UserSpec, isa: str) -> str:
+    """The ISA a one-ISA header of ``user`` is built for: ``isa`` (``native`` resolved), but ``avx2`` where
+    ``avx2_vnni`` would only repeat avx2's program (no aquant=i8): the same code then runs on every AVX2 CPU,
+    and compiles with GCC 10 / Clang 11, which lack the ``avxvnni`` target attribute."""
+    isa = resolve_isa(isa)
+    return search_isa(user, isa) if isa == "avx2_vnni" else isa
 
 
 def resolve_isa(isa: str) -> str:
