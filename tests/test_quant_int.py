@@ -331,10 +331,11 @@ def test_ymm_vnni_kernels_match_the_exact_semantics(tmp_path, monkeypatch, reque
 @pytest.mark.skipif(not HAVE_CXX, reason="no C++ compiler")
 def test_avxvnni_kernels_match_the_exact_semantics(tmp_path, monkeypatch, request):
     """avx2_vnni (AVX-VNNI without AVX-512): dot_int_avxvnni and dot_int4_avxvnni (no other dot kernel), with
-    dot_int_cols8 (which the search prefers for some small batches) out of the catalog, on every spec and gated
-    pair against numpy, i4 both ways. The VEX intrinsic only: the same code as dot_int_vnni's, whose
-    EVEX instruction does the same. Run natively on an AVX-VNNI CPU, else with the instruction emulated."""
-    shared_search.without_kernels(("dot_int_cols8",), monkeypatch, request)
+    dot_int_cols8 and its AVX-VNNI form (which the search prefers for some small batches; test_quant_int_cols8
+    checks both) out of the catalog, on every spec and gated pair against numpy, i4 both ways. The VEX intrinsic
+    only: the same code as dot_int_vnni's, whose EVEX instruction does the same. Run natively on an AVX-VNNI CPU,
+    else with the instruction emulated."""
+    shared_search.without_kernels(("dot_int_cols8", "dot_int_cols8_avxvnni"), monkeypatch, request)
     target, headers = get_target("avx2_vnni", threads=2), []
     search = shared_search.new_search(target)
     for i, text in enumerate(SPECS + GATED):
@@ -356,7 +357,7 @@ def test_search_uses_avxvnni_only_for_aquant():
     from morello_build.tools.api import search_isa
 
     extra = {k.name for k in get_target("avx2_vnni").kernels()} - {k.name for k in get_target("avx2").kernels()}
-    assert extra == {"dot_int_avxvnni", "dot_int4_avxvnni"}
+    assert extra == {"dot_int_avxvnni", "dot_int4_avxvnni", "dot_int_cols8_avxvnni"}
     assert search_isa(parse_spec("matmul 1x2048x256 b=bf16:col"), "avx2_vnni") == "avx2"
     assert search_isa(parse_spec("matmul 1x2048x256 b=q4_0:col"), "avx2_vnni") == "avx2"
     target = get_target("avx2_vnni", threads=2)

@@ -3,7 +3,8 @@
 Generated kernels with it forced (the other integer dot kernels out of the catalog) against the exact semantics
 on avx2, at awkward sizes: M = 2..4, N = 8..24, K of one block, odd block counts and a long K (the loop's
 prefetches), groups of 32, 64, 96, 192 and channel, scales f16 / bf16 / f32, i4 with and without zero points;
-the ISAs that have it; and the search's choice at M = 4."""
+the ISAs that have it; and the search's choice at M = 4. Its AVX-VNNI form (dot_int_cols8_avxvnni) likewise,
+run with vpdpbusd emulated where the CPU lacks it."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from morello_build.synth.search import synthesize
 from morello_build.target import get_target
 from morello_build.target import kernels as catalog
 from tests.test_quant import HAVE_CXX
-from tests.test_quant_int import _check_program
+from tests.test_quant_int import _check_program, _run_emulating_avxvnni
 
 NAME = "dot_int_cols8"
 SPECS = [
@@ -38,27 +39,44 @@ SPECS = [
     "matmul 2x288x24 b=i4:col group=96 scales=f32 zero aquant=i8",
     "matmul 4x96x8 b=i4:col group=channel scales=f16 zero aquant=i8",
 ]
+VNNI = "dot_int_cols8_avxvnni"
 RIVALS = ("dot_int", "dot_int_vnni", "dot_int4", "dot_int4_vnni", "dot_int_scalar")
+VNNI_RIVALS = ("dot_int_avxvnni", "dot_int4_avxvnni", NAME)
 
 
-@pytest.mark.skipif(not HAVE_CXX, reason="no C++ compiler")
-def test_matches_the_exact_semantics(tmp_path, monkeypatch, request):
-    shared_search.without_kernels(RIVALS, monkeypatch, request)
-    target, headers = get_target("avx2", threads=2), []
+def _forced_headers(isa: str, name: str) -> list[str]:
+    """Every spec's header on ``isa``, each program's dot kernel ``name`` (the caller takes its rivals out)."""
+    target, headers = get_target(isa, threads=2), []
     search = shared_search.new_search(target)  # this catalog's: one memo for the specs below
     for i, text in enumerate(SPECS):
         user = parse_spec(text)
         impl = search.best(user.to_spec(target.limits()))
         names = {n.name for n in walk(impl) if isinstance(n, Kernel) and n.name.startswith("dot_")}
-        assert names == {NAME}, (text, names)
+        assert names == {name}, (text, names)
         headers.append(emit_header(user, impl, target, name=f"k{i}", namespace=f"qi{i}"))
-    _check_program("avx2", tmp_path, SPECS, headers)
+    return headers
 
 
-@pytest.mark.parametrize("isa", ["avx2", "highway", "avx512", "avx512_bf16"])
+@pytest.mark.skipif(not HAVE_CXX, reason="no C++ compiler")
+def test_matches_the_exact_semantics(tmp_path, monkeypatch, request):
+    shared_search.without_kernels(RIVALS, monkeypatch, request)
+    _check_program("avx2", tmp_path, SPECS, _forced_headers("avx2", NAME))
+
+
+@pytest.mark.skipif(not HAVE_CXX, reason="no C++ compiler")
+def test_avxvnni_form_matches_the_exact_semantics(tmp_path, monkeypatch, request):
+    """vpdpbusd onto int32 sums (no maddubs, adds or madd), on avx2_vnni; emulated where the CPU lacks it."""
+    shared_search.without_kernels(RIVALS + VNNI_RIVALS, monkeypatch, request)
+    headers = _forced_headers("avx2_vnni", VNNI)
+    assert all("_mm256_dpbusd_avx_epi32(" in h and "_mm256_maddubs_epi16(" not in h for h in headers)
+    _check_program("avx2_vnni", tmp_path, SPECS, headers, run=_run_emulating_avxvnni)
+
+
+@pytest.mark.parametrize("isa", ["avx2", "avx2_vnni", "highway", "avx512", "avx512_bf16"])
 def test_available_where_the_cpus_have_avx2(isa):
     assert catalog.BY_NAME[NAME] in get_target(isa).kernels()
     assert catalog.BY_NAME[NAME] not in get_target("scalar").kernels()
+    assert (catalog.BY_NAME[VNNI] in get_target(isa).kernels()) == (isa == "avx2_vnni")
 
 
 @pytest.mark.parametrize(
@@ -72,3 +90,10 @@ def test_search_picks_it_at_m4(b, profile):
     target = get_target("avx2", threads=1, profile=profile)
     impl, _ = synthesize(parse_spec(f"matmul 4x2048x16384 {b} aquant=i8").to_spec(target.limits()), target)
     assert {n.name for n in walk(impl) if isinstance(n, Kernel) and n.name.startswith("dot_")} == {NAME}
+
+
+def test_search_picks_the_avxvnni_form_on_avx2_vnni():
+    """One vpdpbusd per two of maddubs, adds and madd: the cheaper of the two wherever both apply."""
+    target = get_target("avx2_vnni", threads=1)
+    impl, _ = synthesize(parse_spec("matmul 4x2048x16384 b=q4_0 aquant=i8").to_spec(target.limits()), target)
+    assert {n.name for n in walk(impl) if isinstance(n, Kernel) and n.name.startswith("dot_")} == {VNNI}

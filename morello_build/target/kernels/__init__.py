@@ -63,6 +63,7 @@ CATALOG: tuple[KernelDef, ...] = (
     quant_int4_zmm.DOT_INT4_VNNI512,
     quant_int4.DOT_INT4,
     quant_int_cols.DOT_INT_COLS16,
+    quant_int_cols8.DOT_INT_COLS8_AVXVNNI,
     quant_int_cols8.DOT_INT_COLS8,
     quant_int_zmm.DOT_INT_VNNI512,
     quant_int.DOT_INT_VNNI,

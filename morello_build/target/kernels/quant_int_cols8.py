@@ -23,6 +23,10 @@ per-channel scales once per group of columns. C is in memory, each row's columns
 sums to it per group (it accumulates: the search zeroes C first). B's next group is prefetched into L2 over a
 group's blocks (quant_int_prefetch.step_slots), so the group loop reads B as one stream.
 
+``dot_int_cols8_avxvnni`` (avx2_vnni: AVX-VNNI without AVX-512) is the same kernel with ``vpdpbusd`` (VEX): per
+row and block 8 of them onto one int32 sum in place of the 8 ``maddubs``, the 7 adds and the ``madd``. Not
+measured: no AVX-VNNI CPU was at hand (tests run it with the instruction emulated); priced by the same features.
+
 Registers: the 4 transposed vectors, a nibble vector, A's dword, per row an int16 sum and an accumulator:
 2 M + 6 of AVX2's 16, so at most 4 rows (the constants are memory operands).
 
@@ -35,11 +39,14 @@ but from DRAM 1.13x (1x2048x16384 q4_0: 2672 vs 2370 us; the eight columns' inte
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from morello_build.ir.aquant import BLOCK, Q8A
 from morello_build.ir.formats import SCALE_DTYPES
 from morello_build.ir.spec import Level
 from morello_build.synth.cost import Features, lines_read
 from morello_build.target.kernels.common import KernelDef
+from morello_build.target.kernels.quant_int import dpbusd
 from morello_build.target.kernels.quant_int_cols import (
     columns_apply,
     evens_odds,
@@ -67,7 +74,7 @@ def _vector_regs(op, target) -> int:
     return 2 * op.iter_shape[1] + 6
 
 
-def _cost(op, target) -> Features:
+def _cost(op, target, vnni: bool = False) -> Features:
     """Per group and block: the columns' 8 loads (4 of them inserts: a shuffle each) and 8 unpacks, the nibbles
     (and, shift, and per transposed vector), the scales (8 scalar loads and inserts, the conversion); per row
     and block 8 broadcasts of A's dwords, 8 ``maddubs`` and a ``madd`` (the integer
@@ -75,7 +82,8 @@ def _cost(op, target) -> Features:
     the FMA; per group and row C's load, add and store; the prefetches; per call the offsets (a scalar op per 8
     of A's values) and i4's copy of A (a load, 2 shuffles and a store a block). Zero points: per block their 8
     loads, inserts and 2 converts (as the scales); per row and block sum qa's broadcast and an FMA in place of the
-    offset's broadcast and add."""
+    offset's broadcast and add. ``vnni``: per row and block 8 ``vpdpbusd`` onto one int32 sum in place of the
+    ``maddubs``, the 7 adds and the ``madd``."""
     fmt, (_, m, k, n) = op.b.dtype, op.iter_shape
     blocks, groups = k // BLOCK, n // LANES
     i4 = fmt.name == "i4"
@@ -86,9 +94,9 @@ def _cost(op, target) -> Features:
     feats = Features.of(
         vec_load=groups * (blocks * (8 + m * 10) + (scales + zeros) * LANES + full * per + m) + i4 * m * blocks,
         vec_store=groups * m + i4 * m * blocks,
-        vec_op=groups * (blocks * (12 + m * (9 - z)) + m),
+        vec_op=groups * (blocks * (12 + m * (9 - z - 7 * vnni)) + m),
         vec_shuffle=groups * (blocks * 12 + scales * (LANES + 1) + zeros * (LANES + 2)) + 2 * i4 * m * blocks,
-        vec_imul=groups * blocks * m * 9,
+        vec_imul=groups * blocks * m * (9 - vnni),
         vec_fma=groups * blocks * m * (2 + z),  # the scales' multiply and the FMA (zero points: one more)
         scalar_op=m * k // 8,  # the offsets
         loop_iter=groups * blocks,
@@ -98,10 +106,10 @@ def _cost(op, target) -> Features:
 
 
 # -- emitter -----------------------------------------------------------------------------------------------
-def _emit(lw, node, binds) -> None:
+def _emit(lw, node, binds, vnni: bool = False) -> None:
     b = binds[1]
     fmt, (_, m, k, n) = b.dtype, node.spec.op.iter_shape
-    cols = open_columns(lw, "dot_int_cols8", binds, (m, k, n), LANES)
+    cols = open_columns(lw, "dot_int_cols8_avxvnni" if vnni else "dot_int_cols8", binds, (m, k, n), LANES)
     aps, cps = cols.aps, cols.cps
     blocks, col_bytes, scale_step, zero_step = cols.blocks, cols.col_bytes, cols.scale_step, cols.zero_step
     corr = lw.fresh("offs")
@@ -114,7 +122,8 @@ def _emit(lw, node, binds) -> None:
     qsum = lw.fresh("qsum") if fmt.zero else None
     offsets(lw, aps, blocks, 8, None if fmt.zero else corr, qsum)
     a_copy = evens_odds(lw, aps, blocks) if fmt.name == "i4" else None
-    lw.emit("const __m256i nib = _mm256_set1_epi8(0x0F), ones16 = _mm256_set1_epi16(1);")
+    ones = "" if vnni else ", ones16 = _mm256_set1_epi16(1)"  # madd's multiplier (vpdpbusd sums in int32)
+    lw.emit(f"const __m256i nib = _mm256_set1_epi8(0x0F){ones};")
     g, blk = lw.fresh("g"), lw.fresh("blk")
     lw.open(f"for (ix {g} = 0; {g} < {n // LANES}; ++{g}) {{")
     bg, sg, zg, last = group_pointers(lw, cols, fmt, g, LANES)
@@ -139,18 +148,21 @@ def _emit(lw, node, binds) -> None:
             words = [f"{ap} + {blk} * {UNIT} + {4 + 4 * x}" for x in (d, 4 + d)]
             if a_copy:
                 words = [f"{a_copy} + ({r * blocks} + {blk}) * {BLOCK} + {4 * x}" for x in (d, 4 + d)]
-            both = (
-                f"_mm256_adds_epi16(_mm256_maddubs_epi16({lo}, _mm256_set1_epi32(load_i32({words[0]}))), "
-                f"_mm256_maddubs_epi16({hi}, _mm256_set1_epi32(load_i32({words[1]}))))"
-            )
-            lw.emit(f"__m256i {s} = {both};" if d == 0 else f"{s} = _mm256_adds_epi16({s}, {both});")
+            a0, a1 = (f"_mm256_set1_epi32(load_i32({w}))" for w in words)
+            if vnni:  # onto int32 sums: no saturation, no madd
+                dp, start = dpbusd(lw.target), "_mm256_setzero_si256()" if d == 0 else s
+                both = f"{dp}({dp}({start}, {lo}, {a0}), {hi}, {a1})"
+            else:
+                both = f"_mm256_adds_epi16(_mm256_maddubs_epi16({lo}, {a0}), _mm256_maddubs_epi16({hi}, {a1}))"
+                both = both if d == 0 else f"_mm256_adds_epi16({s}, {both})"
+            lw.emit(f"__m256i {s} = {both};" if d == 0 else f"{s} = {both};")
         for stmt in slots[d]:
             lw.emit(stmt)
     sb = sbc or _block_scales(lw, fmt, bg, sg, blk, col_bytes, scale_step)
     zf = (zc or _block_zeros(lw, fmt, zg, blk, zero_step)) if fmt.zero else None
     for r, (s, ap, acc) in enumerate(zip(sums, aps, accs)):
         at = f"{r * blocks} + {blk}"
-        i32 = f"_mm256_madd_epi16({s}, ones16)"
+        i32 = s if vnni else f"_mm256_madd_epi16({s}, ones16)"
         if not fmt.zero:
             i32 = f"_mm256_add_epi32({i32}, _mm256_set1_epi32({corr}[{at}]))"
         total = f"_mm256_cvtepi32_ps({i32})"
@@ -240,4 +252,12 @@ DOT_INT_COLS8 = KernelDef(
     doc="aquant=i8 rows x groups of 8 q4_0 / i4 columns (zero points too) in lanes (AVX2): a madd, FMA per 8 outputs",
     features=frozenset({"avx2", "f16c"}),
     vector_regs=_vector_regs,
+)
+DOT_INT_COLS8_AVXVNNI = replace(
+    DOT_INT_COLS8,
+    name="dot_int_cols8_avxvnni",
+    cost=lambda op, target: _cost(op, target, vnni=True),
+    emit=lambda lw, node, binds: _emit(lw, node, binds, vnni=True),
+    doc="dot_int_cols8 with AVX-VNNI's vpdpbusd (VEX, CPUs without AVX-512) in place of maddubs, adds and madd",
+    features=frozenset({"avxvnni", "avx2", "f16c"}),
 )
