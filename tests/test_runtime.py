@@ -92,13 +92,18 @@ def _hwy_found(compiler: str) -> bool:
     return r.returncode == 0
 
 
+# avx2_vnni's headers are avx2's but for aquant=i8 (tools.api.header_isa): its own CPU check needs such a spec.
+_PROBE_SPECS = {"avx2_vnni": "matmul 1x32x1 b=q8_0:col aquant=i8"}
+
+
 @pytest.fixture(scope="module")
 def probe_source(tmp_path_factory) -> Path:
     d = tmp_path_factory.mktemp("runtime_probe")
     headers = [("par.hpp", synthesize_header(POOL_SPEC, isa="scalar", name="par", namespace="probe"))]
     isas = [isa for isa in TARGETS if isa != "highway" or _hwy_found(cxx().split()[0])]
     for isa in isas:
-        headers.append((f"k_{isa}.hpp", synthesize_header("matmul 1x1x1", isa=isa, name=f"k_{isa}", namespace="probe")))
+        spec = _PROBE_SPECS.get(isa, "matmul 1x1x1")
+        headers.append((f"k_{isa}.hpp", synthesize_header(spec, isa=isa, name=f"k_{isa}", namespace="probe")))
     for name, text in headers:
         (d / name).write_text(text)
     rt = re.search(r"namespace (morello_rt_\w+) \{", headers[0][1]).group(1)
