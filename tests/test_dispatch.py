@@ -129,6 +129,49 @@ def test_format_kernels_match_the_reference_at_every_level(format_exes, forced):
         assert bool(r.stderr) == message, (spec, forced, r.stderr)
 
 
+# What a compiler without AVX-VNNI (GCC 10, Clang 11) leaves undefined: avxvnniintrin.h's include guard. Included
+# first, <immintrin.h>'s own guard keeps the headers from including it again.
+_HIDE_AVXVNNI = "#include <immintrin.h>\n#undef _AVXVNNIINTRIN_H_INCLUDED\n#undef __AVXVNNIINTRIN_H\n"
+
+
+def test_a_compiler_without_avx_vnni_leaves_its_level_out(format_exes, tmp_path):
+    """The q4_0 aquant dispatch header has avx2_vnni code of its own: where the compiler lacks AVX-VNNI's
+    intrinsics it compiles without that level (whose CPU check then says no) and runs the next one; a one-ISA
+    avx2_vnni header stops at an #error line naming what it needs."""
+    hide = tmp_path / "hide_avxvnni.h"
+    hide.write_text(_HIDE_AVXVNNI)
+    src = format_exes[0].with_suffix(".cpp")
+    work = src.parent
+    for hidden in (False, True):
+        extra = ("-include", str(hide)) if hidden else ()
+        pre = subprocess.run(
+            [*cxx().split(), "-std=c++17", "-E", f"-I{work}", *extra, str(src)], capture_output=True, text=True
+        )
+        assert pre.returncode == 0 and ("namespace avx2_vnni" in pre.stdout) != hidden, pre.stderr[-2000:]
+    exe = tmp_path / "hidden"
+    built = compile_program(src, exe, includes=(work,), extra_flags=("-std=c++11", "-include", str(hide)))
+    assert built.ok, built.output[-6000:]
+    env = {k: v for k, v in os.environ.items() if k != "MORELLO_ISA"}
+    for forced in ("avx2_vnni", None):
+        r = subprocess.run(
+            [str(exe)],
+            capture_output=True,
+            text=True,
+            env={**env, **({"MORELLO_ISA": forced} if forced else {})},
+            timeout=120,
+        )
+        assert r.returncode == 0 and "PASS:" in r.stdout, (forced, r.stdout + r.stderr)
+        assert bool(r.stderr) == (forced == "avx2_vnni"), r.stderr  # "this CPU lacks it": the level is left out
+    (tmp_path / "one.hpp").write_text(api.synthesize_header(FORMAT_SPECS[0], isa="avx2_vnni", threads=1))
+    one = tmp_path / "one.cpp"
+    one.write_text('#include "one.hpp"\nint main() { return 0; }\n')
+    r = subprocess.run(
+        [*cxx().split(), "-std=c++17", "-fsyntax-only", "-include", str(hide), str(one)], capture_output=True, text=True
+    )
+    errors = [ln for ln in r.stderr.splitlines() if ": error: " in ln]
+    assert r.returncode != 0 and errors and "(GCC 11 / Clang 12 or later have them)" in errors[0], r.stderr[-2000:]
+
+
 def test_header_states_each_variant(dispatch_exe):
     _, work = dispatch_exe
     f32, bf16_weights, bf16_act = ((work / f"k{i}.hpp").read_text() for i in range(3))

@@ -402,6 +402,8 @@ def variant_context(user: UserSpec, impl, target, *, name: str) -> dict:
         tree=format_tree(impl).splitlines(),
         helpers=target.helpers,
         cpu_check=target.cpu_check,
+        compiler_check=target.compiler_check,
+        compiler_needed=target.compiler_needed,
         fn_attr=(target.attr + "\n") if target.attr else "",
         parallel=parallel,
         body=body,

@@ -47,6 +47,10 @@ class Target:
     vtype: str | None = None
     target_attr: str | None = None
     cpu_features: tuple[str, ...] = ()
+    # Where not every compiler the headers support has the target's intrinsics: a preprocessor condition that
+    # holds where it has them (evaluated after <immintrin.h>), and the compilers that do, for the error message.
+    compiler_check: str | None = None
+    compiler_needed: str | None = None
 
     def __post_init__(self):
         # The spec algebra runs before a target is chosen, with the values every x86 target shares.
@@ -192,7 +196,13 @@ TARGETS = {
     ),
     # AVX-VNNI: vpdpbusd on ymm without AVX-512 (Intel Alder Lake and later client cores, Sierra Forest; AMD
     # Zen 5). Only the aquant=i8 dot kernels use it; for every other spec its program is avx2's (search_isa).
-    "avx2_vnni": _x86("avx2_vnni", _AVX2_CPU + ("avxvnni",), 32, 16, "avx2"),
+    # GCC 11 and Clang 12 added AVX-VNNI; their <immintrin.h> includes avxvnniintrin.h, whose include guard
+    # tells (a dispatch header leaves the level out where it is not defined: codegen/dispatch.py).
+    "avx2_vnni": replace(
+        _x86("avx2_vnni", _AVX2_CPU + ("avxvnni",), 32, 16, "avx2"),
+        compiler_check="defined(_AVXVNNIINTRIN_H_INCLUDED) || defined(__AVXVNNIINTRIN_H)",
+        compiler_needed="GCC 11 / Clang 12 or later",
+    ),
     "avx512": _x86("avx512", _AVX512_CPU, 64, 32, "avx512"),
     # Every CPU with AVX512_BF16 (Cooper Lake, Sapphire Rapids, Zen 4) has AVX512_VNNI (Cascade Lake on).
     "avx512_bf16": _x86("avx512_bf16", _AVX512_CPU + ("avx512bf16", "avx512vnni"), 64, 32, "avx512"),
