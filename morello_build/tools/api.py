@@ -148,5 +148,5 @@ def header_isa(user: UserSpec, isa: str) -> str:
 
 
 def resolve_isa(isa: str) -> str:
-    """The ISA a header is built for: ``native`` resolved to this machine's; ``dispatch`` as is."""
+    """``isa`` with ``native`` resolved to this machine's ISA; ``dispatch`` as is."""
     return isa if isa == "dispatch" else get_target(isa).isa
