@@ -158,6 +158,28 @@ def test_a_bad_output_path_loses_nothing(tmp_path):
     assert keep.read_text() == "// the user's file\n"
 
 
+def test_a_long_synthesis_off_a_terminal_logs_a_line_every_half_minute(capsys):
+    """A build log (stderr not a terminal) gets a plain line per LOG_PROGRESS_S of synthesis, nothing before."""
+    from morello_build.tools.cli import LOG_PROGRESS_S, _progress
+
+    now = [100.0]
+    update, stop = _progress(clock=lambda: now[0])
+    for t, visited in (
+        (10, 256),
+        (LOG_PROGRESS_S + 1, 512),
+        (LOG_PROGRESS_S + 20, 768),
+        (2 * LOG_PROGRESS_S + 2, 1024),
+    ):
+        now[0] = 100.0 + t
+        update(visited)
+    stop()
+    lines = capsys.readouterr().err.splitlines()
+    assert lines == [
+        f"morello-build: synthesizing: 512 specs visited, {LOG_PROGRESS_S + 1} s",
+        f"morello-build: synthesizing: 1,024 specs visited, {2 * LOG_PROGRESS_S + 2} s",
+    ]
+
+
 def test_explain_into_a_closed_pipe_is_quiet():
     p = subprocess.run(
         f'"{sys.executable}" -m morello_build explain "matmul 8x8x8" --isa avx2 | head -c 1',

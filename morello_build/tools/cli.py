@@ -16,11 +16,14 @@ from morello_build.tools import vendor
 from morello_build.tools.errors import UserError, warn
 from morello_build.tools.files import write_if_changed
 
+LOG_PROGRESS_S = 30  # off a terminal (a build log): a line per this many seconds of a long synthesis
 
-def _progress():
-    """A live counter of specs visited, on stderr, only when it is a terminal."""
+
+def _progress(clock=time.monotonic):
+    """A live counter of specs visited on stderr when it is a terminal; else (a build log) a plain line every
+    LOG_PROGRESS_S seconds, so that a long synthesis does not pass for a hang, and a short one prints nothing."""
     if not sys.stderr.isatty():
-        return None, lambda: None
+        return _log_lines(clock), lambda: None
     from rich.console import Console
     from rich.status import Status
 
@@ -29,6 +32,23 @@ def _progress():
     t0 = time.monotonic()
     update = lambda n: status.update(f"synthesizing: {n:,} specs visited, {time.monotonic() - t0:.0f} s")
     return update, status.stop
+
+
+def _log_lines(clock):
+    start = last = clock()
+
+    def update(visited: int) -> None:
+        nonlocal last
+        now = clock()
+        if now - last >= LOG_PROGRESS_S:
+            last = now
+            print(
+                f"morello-build: synthesizing: {visited:,} specs visited, {now - start:.0f} s",
+                file=sys.stderr,
+                flush=True,
+            )
+
+    return update
 
 
 def _synthesize(args, header: bool):
