@@ -184,7 +184,7 @@ def _prefetches(op, target, cols: int | None = None) -> tuple[int, bool, tuple[i
     if cols is None and streams_by_group(op.b, k, target):
         return 0, False, ()
     u = chains(fmt, cols or n, k, target)
-    return prefetch_plan(op.b, k, target.lanes * (2 if fmt.name in _DOUBLE_CHUNKS else 1), u, target, streams=cols or n)
+    return prefetch_plan(op.b, k, chunk_width(fmt, target.lanes), u, target, streams=cols or n)
 
 
 def prefetch_plan(b, k: int, W: int, u: int, target, rows: int = 1, streams: int = 1) -> tuple[int, bool, tuple]:

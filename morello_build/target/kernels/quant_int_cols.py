@@ -148,7 +148,7 @@ def _cost(op, target) -> Features:
 def _emit(lw, node, binds) -> None:
     a, b, c = binds
     fmt, (_, m, k, n) = b.dtype, node.spec.op.iter_shape
-    cols = open_columns(lw, "dot_int_cols16", binds, (m, k, n), LANES)
+    cols = open_columns(lw, node.name, binds, (m, k, n), LANES)
     aps, cps = cols.aps, cols.cps
     blocks, col_bytes, scale_step, zero_step = cols.blocks, cols.col_bytes, cols.scale_step, cols.zero_step
     corr = lw.fresh("offs")
