@@ -29,8 +29,8 @@ def _progress(clock=time.monotonic):
 
     status = Status("synthesizing", console=Console(stderr=True))
     status.start()
-    t0 = time.monotonic()
-    update = lambda n: status.update(f"synthesizing: {n:,} specs visited, {time.monotonic() - t0:.0f} s")
+    t0 = clock()
+    update = lambda n: status.update(f"synthesizing: {n:,} specs visited, {clock() - t0:.0f} s")
     return update, status.stop
 
 
