@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 HAVE_CXX = shutil.which(cxx().split()[0]) is not None
 HAVE_HWY = Path("/usr/include/hwy/highway.h").exists()
 needs_cxx = pytest.mark.skipif(not HAVE_CXX, reason="no C++ compiler")
-ISAS = ["scalar", "avx2", "avx2_vnni", "avx512", "avx512_bf16"] + (["highway"] if HAVE_HWY else [])
+ISAS = ["scalar", "avx2", "avx2_vnni", "avx512", "avx512_vnni", "avx512_bf16"] + (["highway"] if HAVE_HWY else [])
 
 
 # -- the header contract ---------------------------------------------------------------------------

@@ -191,6 +191,7 @@ def test_cli_explain_dispatch(capsys):
     out = capsys.readouterr().out
     assert [ln for ln in out.splitlines() if ln.startswith("## ")] == [
         "## avx512_bf16: the avx512 program",
+        "## avx512_vnni: the avx512 program",
         "## avx512",
         "## avx2_vnni: the avx2 program",
         "## avx2",
@@ -200,18 +201,19 @@ def test_cli_explain_dispatch(capsys):
 
 def test_avx512_bf16_reuses_avx512s_program_only_where_its_own_kernels_cannot_serve():
     """search_isa: avx512_bf16's extra kernels are the bf16 x bf16 and the VNNI integer dot kernels; an aquant
-    spec's level gets its own search (it used to take avx512's program, without VNNI), a plain one reuses."""
+    spec's level gets avx512_vnni's search (it used to take avx512's program, without VNNI; avx512_vnni has the
+    same VNNI kernels), a plain one reuses avx512's."""
     from morello_build.target import get_target
 
     extra = {k.name for k in get_target("avx512_bf16").kernels()} - {k.name for k in get_target("avx512").kernels()}
     assert extra == {"dot_bf16_dp", "dot_bf16_dp_pair", *(n for n in extra if n.startswith("dot_int"))}, extra
-    own = ["matmul 3x32x2 a=bf16 b=bf16:col", "matmul 1x64x3 b=q4_0 aquant=i8", "gated 2x64x3 b=q8_0:col aquant=i8"]
-    for spec in own:
-        assert api.search_isa(parse_spec(spec), "avx512_bf16") == "avx512_bf16", spec
+    assert api.search_isa(parse_spec("matmul 3x32x2 a=bf16 b=bf16:col"), "avx512_bf16") == "avx512_bf16"
+    for spec in ("matmul 1x64x3 b=q4_0 aquant=i8", "gated 2x64x3 b=q8_0:col aquant=i8"):
+        assert api.search_isa(parse_spec(spec), "avx512_bf16") == "avx512_vnni", spec
     for spec in ("matmul 3x3x9", "matmul 1x24x3 b=bf16:col", "matmul 1x64x3 b=q4_0", "matmul 2x9x3 a=bf16 b=f32"):
         assert api.search_isa(parse_spec(spec), "avx512_bf16") == "avx512", spec
     _, variants = api.synthesize_variants(FORMAT_SPECS[0], db=os.environ["MORELLO_DB"])  # q4_0, aquant=i8
     level = next(v for v in variants if v.level == "avx512_bf16")
-    assert level.code == "avx512_bf16"
+    assert level.code == "avx512_vnni"
     kernels = {n.name for n in walk(level.impl) if isinstance(n, Kernel)}
     assert kernels & extra, kernels

@@ -8,6 +8,7 @@ AVX-512 compile-only where the CPU lacks it (as tests/test_quant.py)."""
 
 from __future__ import annotations
 
+import os
 import re
 from functools import cache
 from pathlib import Path
@@ -371,22 +372,64 @@ def test_search_uses_avxvnni_only_for_aquant():
         assert {n.name for n in walk(impl) if isinstance(n, Kernel) and n.name.startswith("dot_")} == {want}, text
 
 
-def test_avx2_vnni_headers_without_aquant_are_avx2_headers(monkeypatch):
-    """A header avx2_vnni asks for, or native on an AVX-VNNI CPU without AVX-512, is avx2's byte for byte where its
-    program is (no aquant=i8): no avxvnni target attribute (GCC 10 has none) and no AVX-VNNI check at run time
-    (it runs on every AVX2 CPU). With aquant=i8 it keeps both."""
+@pytest.mark.parametrize("vnni, plain", [("avx2_vnni", "avx2"), ("avx512_vnni", "avx512")])
+def test_vnni_headers_without_aquant_are_the_plain_levels_headers(vnni, plain, monkeypatch):
+    """A header avx2_vnni (avx512_vnni) asks for, or native on such a CPU, is avx2's (avx512's) byte for byte where
+    its program is (no aquant=i8): no VNNI target attribute (GCC 10 has no avxvnni) and no VNNI check at run time
+    (it runs on every AVX2 (AVX-512) CPU). With aquant=i8 it keeps both."""
     import morello_build.target as target_mod
     from morello_build.tools.api import header_isa, synthesize_header
 
-    monkeypatch.setattr(target_mod, "native_isa", lambda: "avx2_vnni")
+    monkeypatch.setattr(target_mod, "native_isa", lambda: vnni)
+    kw = {"threads": 1, "db": os.environ["MORELLO_DB"]}  # the run's DB (conftest.py): one search per program
     f32 = "matmul 3x16x40 b=bf16:col"
-    avx2 = synthesize_header(f32, isa="avx2", threads=1)
-    assert synthesize_header(f32, isa="avx2_vnni", threads=1) == avx2
-    assert synthesize_header(f32, isa="native", threads=1) == avx2
-    assert "avxvnni" not in avx2
+    header = synthesize_header(f32, isa=plain, **kw)
+    assert synthesize_header(f32, isa=vnni, **kw) == header
+    assert synthesize_header(f32, isa="native", **kw) == header
+    assert "vnni" not in header
     aquant = "matmul 1x64x64 b=q8_0:col aquant=i8"
-    assert header_isa(parse_spec(aquant), "native") == "avx2_vnni"
-    assert 'target("avx2,fma,f16c,avxvnni")' in synthesize_header(aquant, isa="native", threads=1)
+    assert header_isa(parse_spec(aquant), "native") == vnni
+    attr = ",".join(get_target(vnni).cpu_features)
+    assert attr.endswith("vnni") and f'target("{attr}")' in synthesize_header(aquant, isa="native", **kw)
+
+
+def test_avx512_vnni_is_avx512_with_the_vnni_kernels():
+    """avx512_vnni (AVX-512 VNNI without BF16: Cascade Lake, Ice Lake, Tiger Lake) has avx512's kernels and the VNNI
+    dot kernels, ymm (EVEX vpdpbusd) and zmm; avx512_bf16 adds the bf16 x bf16 ones alone. So avx512_bf16's aquant=i8
+    programs are avx512_vnni's (search_isa: a dispatch header searches them once), and the decode GEMVs pick the
+    VNNI kernels there."""
+    from morello_build.tools.api import search_isa
+
+    avx512, vnni, bf16 = ({k.name for k in get_target(i).kernels()} for i in ("avx512", "avx512_vnni", "avx512_bf16"))
+    assert vnni - avx512 == {"dot_int_vnni", "dot_int4_vnni", "dot_int_vnni512", "dot_int4_vnni512", "dot_int_cols16"}
+    assert bf16 - vnni == {"dot_bf16_dp", "dot_bf16_dp_pair"}
+    assert search_isa(parse_spec("matmul 1x2048x256 b=q4_0:col"), "avx512_vnni") == "avx512"
+    assert search_isa(parse_spec("matmul 1x2048x256 a=bf16 b=bf16:col"), "avx512_bf16") == "avx512_bf16"
+    target = get_target("avx512_vnni", threads=2)
+    for text in ("matmul 1x2048x2560 b=q4_0:col aquant=i8", "matmul 1x2048x2560 b=q8_0:col aquant=i8"):
+        u = parse_spec(text)
+        assert search_isa(u, "avx512_vnni") == search_isa(u, "avx512_bf16") == "avx512_vnni"
+        impl = shared_search.program(u, target)
+        dots = {n.name for n in walk(impl) if isinstance(n, Kernel) and n.name.startswith("dot_")}
+        assert dots and dots <= vnni - avx512, (text, dots)
+        header = emit_header(u, impl, target)
+        assert "_dpbusd_epi32(" in header and f'target("{",".join(target.cpu_features)}")' in header, text
+
+
+CPU_LEVELS = [((), "avx512"), (("avx512_vnni",), "avx512_vnni"), (("avx512_vnni", "avx512_bf16"), "avx512_bf16")]
+
+
+@pytest.mark.parametrize("extra, native", CPU_LEVELS)
+def test_native_takes_the_avx512_level_the_cpu_has(extra, native, monkeypatch, request):
+    """/proc/cpuinfo's flags of Skylake-X, Cascade Lake / Ice Lake (VNNI, no BF16) and Sapphire Rapids / Zen 4."""
+    import morello_build.target as target_mod
+
+    flags = "sse4_2 avx avx2 fma f16c avx512f avx512dq avx512bw avx512vl".split() + list(extra)
+    monkeypatch.setattr(target_mod, "cpu_flags", lambda: frozenset(flags))
+    for cached in (target_mod.runnable_isas, target_mod.native_isa):
+        cached.cache_clear()
+        request.addfinalizer(cached.cache_clear)
+    assert target_mod.native_isa() == native
 
 
 def _assert_i4_both_ways(headers) -> None:

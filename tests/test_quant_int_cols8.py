@@ -72,7 +72,7 @@ def test_avxvnni_form_matches_the_exact_semantics(tmp_path, monkeypatch, request
     _check_program("avx2_vnni", tmp_path, SPECS, headers, run=_run_emulating_avxvnni)
 
 
-@pytest.mark.parametrize("isa", ["avx2", "avx2_vnni", "highway", "avx512", "avx512_bf16"])
+@pytest.mark.parametrize("isa", ["avx2", "avx2_vnni", "highway", "avx512", "avx512_vnni", "avx512_bf16"])
 def test_available_where_the_cpus_have_avx2(isa):
     assert catalog.BY_NAME[NAME] in get_target(isa).kernels()
     assert catalog.BY_NAME[NAME] not in get_target("scalar").kernels()

@@ -92,8 +92,9 @@ def _hwy_found(compiler: str) -> bool:
     return r.returncode == 0
 
 
-# avx2_vnni's headers are avx2's but for aquant=i8 (tools.api.header_isa): its own CPU check needs such a spec.
-_PROBE_SPECS = {"avx2_vnni": "matmul 1x32x1 b=q8_0:col aquant=i8"}
+# The VNNI levels' headers are avx2's / avx512's but for aquant=i8 (tools.api.header_isa): their own CPU checks need
+# such a spec.
+_PROBE_SPECS = {isa: "matmul 1x32x1 b=q8_0:col aquant=i8" for isa in ("avx2_vnni", "avx512_vnni")}
 
 
 @pytest.fixture(scope="module")

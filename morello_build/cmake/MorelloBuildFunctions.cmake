@@ -2,7 +2,7 @@
 # global properties MORELLO_BUILD_{PYTHON,PACKAGE_DIR,CMAKE_DIR,VERSION,ISAS,GENERATOR_DEPENDS}.
 #
 # morello_add_kernel(<target> SPEC "<spec>"
-#                    [NAME <fn>] [NAMESPACE <ns>] [ISA native|avx2|avx2_vnni|avx512|avx512_bf16|highway|scalar|dispatch]
+#                    [NAME <fn>] [NAMESPACE <ns>] [ISA native|avx2|avx2_vnni|avx512|avx512_vnni|avx512_bf16|highway|scalar|dispatch]
 #                    [THREADS <n>|native] [PROFILE <file>|<name>] [TUNE <k>] [DB <path>|none] [TEST] [BENCHMARK]
 #                    [EXPORT <export-set>] [NO_INSTALL])
 #

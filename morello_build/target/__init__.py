@@ -204,13 +204,17 @@ TARGETS = {
         compiler_needed="GCC 11 / Clang 12 or later",
     ),
     "avx512": _x86("avx512", _AVX512_CPU, 64, 32, "avx512"),
+    # AVX-512 VNNI without BF16 (Intel Cascade Lake, Ice Lake, Tiger Lake, Rocket Lake: most cloud x86 servers
+    # of 2019-2022): vpdpbusd on ymm and zmm. Only the aquant=i8 dot kernels use it; for every other spec its
+    # program is avx512's (search_isa).
+    "avx512_vnni": _x86("avx512_vnni", _AVX512_CPU + ("avx512vnni",), 64, 32, "avx512"),
     # Every CPU with AVX512_BF16 (Cooper Lake, Sapphire Rapids, Zen 4) has AVX512_VNNI (Cascade Lake on).
     "avx512_bf16": _x86("avx512_bf16", _AVX512_CPU + ("avx512bf16", "avx512vnni"), 64, 32, "avx512"),
 }
 # Runtime ISA dispatch (codegen/dispatch.py): the levels a dispatch header holds a program for, best
 # first; the last runs on any CPU.
 BUILTIN_FINGERPRINT = TARGETS["avx2"].cost_fingerprint  # every record in TARGETS is priced alike
-DISPATCH_LEVELS = ("avx512_bf16", "avx512", "avx2_vnni", "avx2", "scalar")
+DISPATCH_LEVELS = ("avx512_bf16", "avx512_vnni", "avx512", "avx2_vnni", "avx2", "scalar")
 TARGET_ISAS = ("native",) + tuple(TARGETS)  # one target each
 ISAS = TARGET_ISAS + ("dispatch",)  # what users may ask for (CLI, CMake, Python)
 

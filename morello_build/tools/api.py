@@ -126,25 +126,28 @@ def synthesize_variants(
 
 
 def search_isa(user: UserSpec, isa: str) -> str:
-    """The ISA whose search gives the same program as ``isa``'s: highway's catalog and costs are avx2's,
-    and avx512_bf16's kernels beyond avx512's serve only A and B both bf16 (dot_bf16_dp) or A quantized to
-    int8 in the kernel (aquant=i8: the VNNI dot kernels), as avx2_vnni's beyond avx2's serve only the latter."""
+    """The ISA whose search gives the same program as ``isa``'s: highway's catalog and costs are avx2's; the
+    VNNI levels' kernels beyond avx2's or avx512's serve only A quantized to int8 in the kernel (aquant=i8: the
+    VNNI dot kernels), and avx512_bf16's beyond avx512_vnni's only A and B both bf16 (dot_bf16_dp)."""
     if isa == "highway":
         return "avx2"
     if isa == "avx2_vnni":
         return isa if aquant.is_quantized_a(user.dtypes[0]) else "avx2"
+    if isa == "avx512_vnni":
+        return isa if aquant.is_quantized_a(user.dtypes[0]) else "avx512"
     if isa == "avx512_bf16":
         a, b = user.dtypes[:2]
-        return isa if a.value == b.value == "bf16" or aquant.is_quantized_a(a) else "avx512"
+        return isa if a.value == b.value == "bf16" else search_isa(user, "avx512_vnni")
     return isa
 
 
 def header_isa(user: UserSpec, isa: str) -> str:
-    """The ISA a one-ISA header of ``user`` is built for: ``isa`` (``native`` resolved), but ``avx2`` where
-    ``avx2_vnni`` would only repeat avx2's program (no aquant=i8): the same code then runs on every AVX2 CPU,
-    and compiles with GCC 10 / Clang 11, which lack the ``avxvnni`` target attribute."""
+    """The ISA a one-ISA header of ``user`` is built for: ``isa`` (``native`` resolved), but ``avx2`` (``avx512``)
+    where ``avx2_vnni`` (``avx512_vnni``) would only repeat its program (no aquant=i8): the same code then runs
+    on every AVX2 (AVX-512) CPU, and an avx2 header compiles with GCC 10 / Clang 11, which lack the ``avxvnni``
+    target attribute."""
     isa = resolve_isa(isa)
-    return search_isa(user, isa) if isa == "avx2_vnni" else isa
+    return search_isa(user, isa) if isa in ("avx2_vnni", "avx512_vnni") else isa
 
 
 def resolve_isa(isa: str) -> str:
