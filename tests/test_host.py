@@ -62,7 +62,11 @@ def test_unreadable_trees_fall_back(tmp_path):
         ("AuthenticAMD", 0x1A, 0x02, "zen5"),  # Turin
         ("GenuineIntel", 6, 0x8F, "golden-cove"),  # Sapphire Rapids
         ("GenuineIntel", 6, 0xCF, "golden-cove"),  # Emerald Rapids
-        ("GenuineIntel", 6, 0x55, "generic-avx2"),  # Skylake-SP: no profile of its own
+        ("GenuineIntel", 6, 0x55, "skylake-sp"),  # Skylake-SP, Cascade Lake, Cooper Lake
+        ("GenuineIntel", 6, 0x6A, "sunny-cove"),  # Ice Lake-SP
+        ("GenuineIntel", 6, 0x7E, "sunny-cove-client"),  # Ice Lake client
+        ("GenuineIntel", 6, 0x8C, "sunny-cove-client"),  # Tiger Lake
+        ("GenuineIntel", 6, 0x9E, "generic-avx2"),  # Coffee Lake: no profile of its own
         ("AuthenticAMD", 0x17, 0x31, "generic-avx2"),  # Zen 2
         ("HygonGenuine", 0x18, 0x00, "generic-avx2"),
     ],
@@ -78,7 +82,7 @@ def test_microarch_mapping(vendor, family, model, name):
         ("GenuineIntel", 6, 167, {"avx512f", "amx_tile", "avx512_fp16"}, "golden-cove"),
         ("GenuineIntel", 6, 167, {"avx512f", "avx512_vnni"}, "generic-avx2"),  # Rocket Lake: no profile
         ("AuthenticAMD", 6, 167, {"amx_tile"}, "generic-avx2"),  # the flags name a class of another vendor
-        ("GenuineIntel", 6, 0x55, set(), "generic-avx2"),
+        ("GenuineIntel", 6, 0x9E, set(), "generic-avx2"),
         ("GenuineIntel", 6, 0x8F, set(), "golden-cove"),  # the model wins where a profile lists it
     ],
 )
@@ -98,6 +102,11 @@ def test_profiles_turn_into_tables_per_vector_width():
     assert zen3.cost_table(32).vec_fma == 0.5 and zen3.cost_table(64).vec_fma == 1.0  # 2 pipes of 256 bits
     assert gc.cost_table(64).vec_fma == 0.5 and gc.cost_table(32).vec_load == pytest.approx(1 / 3, abs=1e-3)
     assert gc.cost_table(32).l2_line == 1.0 and zen3.cost_table(32).l2_line == 2.0
+    # Xeon Sunny Cove: two 512-bit FMA pipes; the client parts fuse their two 256-bit ones for zmm
+    server, client = microarch.BY_NAME["sunny-cove"], microarch.BY_NAME["sunny-cove-client"]
+    assert server.cost_table(64).vec_fma == 0.5 and client.cost_table(64).vec_fma == 1.0
+    assert server.cost_table(32).vec_fma == client.cost_table(32).vec_fma == 0.5
+    assert microarch.BY_NAME["skylake-sp"].cost_table(64).vec_load == 0.5
 
 
 def test_host_profile_says_where_its_caches_come_from(monkeypatch, tmp_path):

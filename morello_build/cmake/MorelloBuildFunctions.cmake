@@ -18,7 +18,7 @@
 #              them (default: native, the CPUs the generator may run on at build time)
 #   PROFILE    cost profile: a file written by `morello-build calibrate` (relative to the current source dir;
 #              editing it regenerates the header) or a name: builtin, host, zen3, zen4, zen5, golden-cove,
-#              generic-avx2 (default: the cache variable MorelloBuild_PROFILE if set, else the generator's:
+#              skylake-sp, sunny-cove, sunny-cove-client, generic-avx2 (default: the cache variable MorelloBuild_PROFILE if set, else the generator's:
 #              $MORELLO_PROFILE at build time, else host)
 #   TUNE       compile and time the k (0 to 64; 0, the default: off) best distinct candidate programs on the
 #              build machine and keep the fastest (`synth --tune`); the choice is stored in the DB and reused
@@ -51,7 +51,8 @@ endif()
 set(_MORELLO_ADD_KERNEL_OPTIONS TEST BENCHMARK NO_INSTALL)
 set(_MORELLO_ADD_KERNEL_ONE_VALUE SPEC NAME NAMESPACE ISA THREADS PROFILE TUNE DB EXPORT)
 # The cost profiles' names (target/profiles.py names(); tests/test_profile.py checks they agree).
-set(_MORELLO_PROFILE_NAMES builtin host zen3 zen4 zen5 golden-cove generic-avx2)
+set(_MORELLO_PROFILE_NAMES builtin host zen3 zen4 zen5 golden-cove skylake-sp sunny-cove sunny-cove-client
+    generic-avx2)
 # C++ reserved words, shared with the Python CLI (codegen.CXX_KEYWORDS): one per line.
 file(STRINGS "${CMAKE_CURRENT_LIST_DIR}/cxx_keywords.txt" _MORELLO_CXX_KEYWORDS)
 

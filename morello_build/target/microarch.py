@@ -18,6 +18,13 @@ Sources (cited per figure below by their tag):
   ymm on ports 1 and 5 since Ice Lake, lane-crossing vpermq / vperm2i128 / vinserti128 and broadcasts from a
   register on port 5 alone, every zmm shuffle on port 5; vpmaddubsw / vpmaddwd / vpmullw / vpdpbusd ymm on
   ports 0 and 1, zmm on port 0).
+- [INTEL-SKX] Intel 64 and IA-32 Architectures Optimization Reference Manual, vol. 1, Skylake Server
+  microarchitecture: two 512-bit FMA units (ports 0+1 fused, port 5) on Xeon Platinum and Gold 6000 parts (one,
+  ports 0+1, on the others), two 64-byte loads and one 64-byte store per cycle, 32 KiB 8-way L1D, 1 MiB 16-way L2
+  filling L1 at 64 B/cycle; the same core in Cascade Lake and Cooper Lake.
+- [INTEL-ICL] the same manual, Ice Lake (Sunny Cove) microarchitecture: 5-wide allocation, 48 KiB 12-way L1D, two
+  loads and two stores per cycle (one 64-byte store), 512-bit FMA on ports 0+1 fused, plus port 5 on Xeon
+  (Ice Lake-SP / -D); L2 1.25 MiB on Xeon, 512 KiB on client parts (Tiger Lake's Willow Cove: 1.25 MiB).
 - [AGNER] A. Fog, "The microarchitecture of Intel, AMD and VIA CPUs" and "Instruction tables" (Skylake:
   2 FMA pipes of 256 bits, latency 4, 2 loads + 1 store per cycle, 4-wide, L2->L1 64 B/cycle).
 """
@@ -184,6 +191,66 @@ MICROARCHS: tuple[Microarch, ...] = (
         # AMX and AVX512-FP16 came with Sapphire Rapids; no earlier Intel core (nor Alder Lake's, whose
         # AVX-512 is fused off) reports them [INTEL]
         flags_any=frozenset({"amx_tile", "avx512_fp16"}),
+    ),
+    Microarch(
+        "skylake-sp",
+        "GenuineIntel",
+        ((6, 0x55, 0x55),),  # Skylake-SP, Cascade Lake, Cooper Lake
+        fma_pipes=2,  # Platinum / Gold 6000 parts; one 512-bit pipe on the others [INTEL-SKX]
+        fma_bits=512,  # [INTEL-SKX]
+        fma_latency=4,  # [INTEL-SKX], [AGNER]
+        loads_256=2,  # [INTEL-SKX]
+        loads_512=2,  # [INTEL-SKX]
+        stores_256=1,  # [INTEL-SKX]
+        stores_512=1,  # [INTEL-SKX]
+        dispatch=4,  # [AGNER]
+        l2_fill_bytes=64,  # [INTEL-SKX]
+        l1d=(32 * KIB, 8),  # [INTEL-SKX]
+        l2_bytes=1 * MIB,  # [INTEL-SKX]
+        shuffles=1,  # port 5 [AGNER], [UOPS]
+        imuls=2,  # ports 0 and 1 [UOPS]
+        vector_pipes_256=3,  # ports 0, 1, 5 [AGNER]
+        vector_pipes_512=2,  # ports 0+1 fused, 5 [INTEL-SKX]
+    ),
+    Microarch(
+        "sunny-cove",
+        "GenuineIntel",
+        ((6, 0x6A, 0x6A), (6, 0x6C, 0x6C)),  # Ice Lake-SP, Ice Lake-D (Xeon: two 512-bit FMA pipes)
+        fma_pipes=2,  # ports 0+1 fused and 5 [INTEL-ICL]
+        fma_bits=512,  # [INTEL-ICL]
+        fma_latency=4,  # [INTEL-ICL], [UOPS]
+        loads_256=2,  # [INTEL-ICL]
+        loads_512=2,  # [INTEL-ICL]
+        stores_256=2,  # [INTEL-ICL]
+        stores_512=1,  # 64 B/cycle to L1 [INTEL-ICL]
+        dispatch=5,  # [INTEL-ICL]
+        l2_fill_bytes=64,  # [INTEL-ICL]
+        l1d=(48 * KIB, 12),  # [INTEL-ICL]
+        l2_bytes=1280 * KIB,  # Xeon [INTEL-ICL]
+        shuffles=1,  # lane-crossing ones and broadcasts on port 5 alone; in-lane ymm ones also port 1 [UOPS]
+        imuls=2,  # ports 0 and 1 [UOPS]
+        vector_pipes_256=3,  # ports 0, 1, 5 [INTEL-ICL]
+        vector_pipes_512=2,  # [INTEL-ICL]
+    ),
+    Microarch(
+        "sunny-cove-client",
+        "GenuineIntel",
+        ((6, 0x7D, 0x7E), (6, 0x8C, 0x8D)),  # Ice Lake and Tiger Lake client parts (one 512-bit FMA pipe)
+        fma_pipes=2,  # two 256-bit pipes (ports 0, 1), fused into one for 512-bit vectors [INTEL-ICL]
+        fma_bits=256,  # [INTEL-ICL]
+        fma_latency=4,  # [INTEL-ICL], [UOPS]
+        loads_256=2,  # [INTEL-ICL]
+        loads_512=2,  # [INTEL-ICL]
+        stores_256=2,  # [INTEL-ICL]
+        stores_512=1,  # [INTEL-ICL]
+        dispatch=5,  # [INTEL-ICL]
+        l2_fill_bytes=64,  # [INTEL-ICL]
+        l1d=(48 * KIB, 12),  # [INTEL-ICL]
+        l2_bytes=512 * KIB,  # Ice Lake client (Tiger Lake: 1.25 MiB; sysfs tells) [INTEL-ICL]
+        shuffles=1,  # [UOPS]
+        imuls=2,  # [UOPS]
+        vector_pipes_256=3,  # [INTEL-ICL]
+        vector_pipes_512=2,  # [INTEL-ICL]
     ),
     Microarch(
         "generic-avx2",

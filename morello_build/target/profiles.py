@@ -5,7 +5,8 @@ A profile is named by ``--profile`` (CLI), ``PROFILE`` (CMake), ``profile=`` (Py
   synthesized with before profiles existed; the tests pin it);
 - ``host`` (the default): the profile of this CPU's micro-architecture (microarch.match), with the cache
   sizes read from sysfs; a Zen 4 or Zen 5 host gets the built-in table;
-- a micro-architecture's name (``zen3``, ``zen4``, ``zen5``, ``golden-cove``, ``generic-avx2``);
+- a micro-architecture's name (``zen3``, ``zen4``, ``zen5``, ``golden-cove``, ``skylake-sp``, ``sunny-cove``,
+  ``sunny-cove-client``, ``generic-avx2``);
 - a profile file (JSON, written by ``morello-build calibrate``; ``FILE_KEYS`` below).
 
 Targets carry the profile's table (``Target.costs``), caches and label; the DB keys results by

@@ -209,7 +209,8 @@ def add_profile_option(p) -> None:
         default=None,
         metavar="FILE|NAME",
         help="cost profile: a file from `calibrate`, builtin, host, or a micro-architecture "
-        "(zen3, zen4, zen5, golden-cove, generic-avx2); default: $MORELLO_PROFILE, else host",
+        "(zen3, zen4, zen5, golden-cove, skylake-sp, sunny-cove, sunny-cove-client, generic-avx2); default: "
+        "$MORELLO_PROFILE, else host",
     )
 
 
