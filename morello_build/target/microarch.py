@@ -101,6 +101,27 @@ class Microarch:
 
 
 KIB, MIB = 1 << 10, 1 << 20
+# Sunny Cove (Ice Lake), whose client parts differ by their FMA width and L2 (MICROARCHS: sunny-cove-client).
+_SUNNY_COVE = Microarch(
+    "sunny-cove",
+    "GenuineIntel",
+    ((6, 0x6A, 0x6A), (6, 0x6C, 0x6C)),  # Ice Lake-SP, Ice Lake-D (Xeon: two 512-bit FMA pipes)
+    fma_pipes=2,  # ports 0+1 fused and 5 [INTEL-ICL]
+    fma_bits=512,  # [INTEL-ICL]
+    fma_latency=4,  # [INTEL-ICL], [UOPS]
+    loads_256=2,  # [INTEL-ICL]
+    loads_512=2,  # [INTEL-ICL]
+    stores_256=2,  # [INTEL-ICL]
+    stores_512=1,  # 64 B/cycle to L1 [INTEL-ICL]
+    dispatch=5,  # [INTEL-ICL]
+    l2_fill_bytes=64,  # [INTEL-ICL]
+    l1d=(48 * KIB, 12),  # [INTEL-ICL]
+    l2_bytes=1280 * KIB,  # Xeon [INTEL-ICL]
+    shuffles=1,  # lane-crossing ones and broadcasts on port 5 alone; in-lane ymm ones also port 1 [UOPS]
+    imuls=2,  # ports 0 and 1 [UOPS]
+    vector_pipes_256=3,  # ports 0, 1, 5 [INTEL-ICL]
+    vector_pipes_512=2,  # [INTEL-ICL]
+)
 MICROARCHS: tuple[Microarch, ...] = (
     Microarch(
         "zen3",
@@ -212,45 +233,13 @@ MICROARCHS: tuple[Microarch, ...] = (
         vector_pipes_256=3,  # ports 0, 1, 5 [AGNER]
         vector_pipes_512=2,  # ports 0+1 fused, 5 [INTEL-SKX]
     ),
-    Microarch(
-        "sunny-cove",
-        "GenuineIntel",
-        ((6, 0x6A, 0x6A), (6, 0x6C, 0x6C)),  # Ice Lake-SP, Ice Lake-D (Xeon: two 512-bit FMA pipes)
-        fma_pipes=2,  # ports 0+1 fused and 5 [INTEL-ICL]
-        fma_bits=512,  # [INTEL-ICL]
-        fma_latency=4,  # [INTEL-ICL], [UOPS]
-        loads_256=2,  # [INTEL-ICL]
-        loads_512=2,  # [INTEL-ICL]
-        stores_256=2,  # [INTEL-ICL]
-        stores_512=1,  # 64 B/cycle to L1 [INTEL-ICL]
-        dispatch=5,  # [INTEL-ICL]
-        l2_fill_bytes=64,  # [INTEL-ICL]
-        l1d=(48 * KIB, 12),  # [INTEL-ICL]
-        l2_bytes=1280 * KIB,  # Xeon [INTEL-ICL]
-        shuffles=1,  # lane-crossing ones and broadcasts on port 5 alone; in-lane ymm ones also port 1 [UOPS]
-        imuls=2,  # ports 0 and 1 [UOPS]
-        vector_pipes_256=3,  # ports 0, 1, 5 [INTEL-ICL]
-        vector_pipes_512=2,  # [INTEL-ICL]
-    ),
-    Microarch(
-        "sunny-cove-client",
-        "GenuineIntel",
-        ((6, 0x7D, 0x7E), (6, 0x8C, 0x8D)),  # Ice Lake and Tiger Lake client parts (one 512-bit FMA pipe)
-        fma_pipes=2,  # two 256-bit pipes (ports 0, 1), fused into one for 512-bit vectors [INTEL-ICL]
-        fma_bits=256,  # [INTEL-ICL]
-        fma_latency=4,  # [INTEL-ICL], [UOPS]
-        loads_256=2,  # [INTEL-ICL]
-        loads_512=2,  # [INTEL-ICL]
-        stores_256=2,  # [INTEL-ICL]
-        stores_512=1,  # [INTEL-ICL]
-        dispatch=5,  # [INTEL-ICL]
-        l2_fill_bytes=64,  # [INTEL-ICL]
-        l1d=(48 * KIB, 12),  # [INTEL-ICL]
+    _SUNNY_COVE,
+    replace(
+        _SUNNY_COVE,
+        name="sunny-cove-client",
+        models=((6, 0x7D, 0x7E), (6, 0x8C, 0x8D)),  # Ice Lake and Tiger Lake client parts
+        fma_bits=256,  # two 256-bit pipes (ports 0, 1), fused into one for 512-bit vectors [INTEL-ICL]
         l2_bytes=512 * KIB,  # Ice Lake client (Tiger Lake: 1.25 MiB; sysfs tells) [INTEL-ICL]
-        shuffles=1,  # [UOPS]
-        imuls=2,  # [UOPS]
-        vector_pipes_256=3,  # [INTEL-ICL]
-        vector_pipes_512=2,  # [INTEL-ICL]
     ),
     Microarch(
         "generic-avx2",

@@ -125,16 +125,18 @@ def synthesize_variants(
     return user, tuple(variants)
 
 
+# A VNNI level -> the level whose program it repeats but for aquant=i8 (its only kernels beyond that level's).
+VNNI_PLAIN = {"avx2_vnni": "avx2", "avx512_vnni": "avx512"}
+
+
 def search_isa(user: UserSpec, isa: str) -> str:
     """The ISA whose search gives the same program as ``isa``'s: highway's catalog and costs are avx2's; the
     VNNI levels' kernels beyond avx2's or avx512's serve only A quantized to int8 in the kernel (aquant=i8: the
     VNNI dot kernels), and avx512_bf16's beyond avx512_vnni's only A and B both bf16 (dot_bf16_dp)."""
     if isa == "highway":
         return "avx2"
-    if isa == "avx2_vnni":
-        return isa if aquant.is_quantized_a(user.dtypes[0]) else "avx2"
-    if isa == "avx512_vnni":
-        return isa if aquant.is_quantized_a(user.dtypes[0]) else "avx512"
+    if isa in VNNI_PLAIN:
+        return isa if aquant.is_quantized_a(user.dtypes[0]) else VNNI_PLAIN[isa]
     if isa == "avx512_bf16":
         a, b = user.dtypes[:2]
         return isa if a.value == b.value == "bf16" else search_isa(user, "avx512_vnni")
@@ -147,7 +149,7 @@ def header_isa(user: UserSpec, isa: str) -> str:
     on every AVX2 (AVX-512) CPU, and an avx2 header compiles with GCC 10 / Clang 11, which lack the ``avxvnni``
     target attribute."""
     isa = resolve_isa(isa)
-    return search_isa(user, isa) if isa in ("avx2_vnni", "avx512_vnni") else isa
+    return search_isa(user, isa) if isa in VNNI_PLAIN else isa
 
 
 def resolve_isa(isa: str) -> str:

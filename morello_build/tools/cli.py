@@ -11,7 +11,7 @@ import sys
 import time
 
 from morello_build import __version__
-from morello_build.target import ISAS, TARGET_ISAS
+from morello_build.target import ISAS, TARGET_ISAS, microarch
 from morello_build.tools import vendor
 from morello_build.tools.errors import UserError, warn
 from morello_build.tools.files import write_if_changed
@@ -209,8 +209,7 @@ def add_profile_option(p) -> None:
         default=None,
         metavar="FILE|NAME",
         help="cost profile: a file from `calibrate`, builtin, host, or a micro-architecture "
-        "(zen3, zen4, zen5, golden-cove, skylake-sp, sunny-cove, sunny-cove-client, generic-avx2); default: "
-        "$MORELLO_PROFILE, else host",
+        f"({', '.join(microarch.BY_NAME)}); default: $MORELLO_PROFILE, else host",
     )
 
 
