@@ -25,7 +25,7 @@ sys.path.insert(0, str(HERE.parent))  # the morello_build package of this checko
 from morello_build.codegen import emit_header  # noqa: E402
 from morello_build.ir.grammar import parse_spec  # noqa: E402
 from morello_build.ir.impl import Loop, walk  # noqa: E402
-from morello_build.synth.search import NoProgram, Search  # noqa: E402
+from morello_build.synth.search import NoProgram, Search, keep_out_of_collections  # noqa: E402
 from morello_build.target import get_target  # noqa: E402
 from morello_build.tools.api import open_store  # noqa: E402
 from morello_build.tools.api import search_isa as same_program_isa  # noqa: E402
@@ -125,6 +125,7 @@ def _one(job):
     impl = search.best(user.to_spec(search.target.limits()))
     if store is not None:
         store.flush()  # visible to the other processes now (the pool's processes are never closed)
+    keep_out_of_collections()  # this process keeps the memo for its next specs
     if impl is None:
         raise NoProgram(f"no program for '{spec}' on {search_isa}")
     for isa, ns, name, path in outputs:

@@ -5,10 +5,13 @@ environment and its own ``tmp_path`` root; the build cache and the synthesis DB 
 workers of one run (both are safe for concurrent processes: files renamed into place, SQLite in WAL mode).
 """
 
+import gc
 import os
 from pathlib import Path
 
 import pytest
+
+from morello_build.synth.search import keep_out_of_collections
 
 # Programs in the tests (and tests/golden/) must not depend on the host's CPU: every test, and every generator
 # a test starts (CMake builds, subprocesses inherit the environment), prices programs with the built-in cost
@@ -62,3 +65,11 @@ def pytest_collection_modifyitems(config, items):
     tests and finish on short ones, together. A serial run keeps the files' order."""
     if os.environ.get("PYTEST_XDIST_WORKER"):
         items.sort(key=lambda item: (item.path.name != _FIRST, item.get_closest_marker("slow") is None))
+
+
+def pytest_runtest_logfinish(nodeid, location):
+    """After each test, its garbage collected and what is left frozen (the shared searches' memos, session
+    fixtures): the collector's full collections traversed those again and again, a tenth of a worker's time
+    (tests/test_search.py, test_quant_int_cols8.py and test_alias.py, Zen 3: 24 s of 222)."""
+    gc.collect()
+    keep_out_of_collections()

@@ -258,7 +258,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     from morello_build.ir.grammar import SpecError
-    from morello_build.synth.search import NoProgram
+    from morello_build.synth.search import NoProgram, keep_out_of_collections
 
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -287,3 +287,5 @@ def main(argv=None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    finally:
+        keep_out_of_collections()  # the process ends next: its final collection would traverse the memos
