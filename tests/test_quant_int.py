@@ -393,6 +393,26 @@ def test_vnni_headers_without_aquant_are_the_plain_levels_headers(vnni, plain, m
     assert attr.endswith("vnni") and f'target("{attr}")' in synthesize_header(aquant, isa="native", **kw)
 
 
+def test_avx512_bf16_headers_are_the_levels_whose_program_they_repeat(monkeypatch):
+    """A header avx512_bf16 asks for, or native on a Sapphire Rapids or Zen 4, is avx512's byte for byte unless A and
+    B are both bf16 (vdpbf16ps) or A is quantized in the kernel (avx512_vnni's: the VNNI dot kernels): it then runs
+    on every AVX-512 CPU (Skylake-X included), as its program would."""
+    import morello_build.target as target_mod
+    from morello_build.tools.api import header_isa, synthesize_header
+
+    monkeypatch.setattr(target_mod, "native_isa", lambda: "avx512_bf16")
+    kw = {"threads": 1, "db": os.environ["MORELLO_DB"]}
+    f32 = "matmul 3x16x40 b=bf16:col"
+    header = synthesize_header(f32, isa="avx512", **kw)
+    assert synthesize_header(f32, isa="avx512_bf16", **kw) == synthesize_header(f32, isa="native", **kw) == header
+    assert f'target("{",".join(get_target("avx512_bf16").cpu_features)}")' not in header
+    cases = {"matmul 1x64x64 b=q8_0:col aquant=i8": "avx512_vnni", "matmul 2x32x8 a=bf16 b=bf16:col": "avx512_bf16"}
+    for spec, isa in cases.items():
+        assert header_isa(parse_spec(spec), "native") == isa, spec
+        attr = ",".join(get_target(isa).cpu_features)
+        assert f'target("{attr}")' in synthesize_header(spec, isa="native", **kw), spec
+
+
 def test_avx512_vnni_is_avx512_with_the_vnni_kernels():
     """avx512_vnni (AVX-512 VNNI without BF16: Cascade Lake, Ice Lake, Tiger Lake) has avx512's kernels and the VNNI
     dot kernels, ymm (EVEX vpdpbusd) and zmm; avx512_bf16 adds the bf16 x bf16 ones alone. So avx512_bf16's aquant=i8

@@ -92,9 +92,10 @@ def _hwy_found(compiler: str) -> bool:
     return r.returncode == 0
 
 
-# The VNNI levels' headers are avx2's / avx512's but for aquant=i8 (tools.api.header_isa): their own CPU checks need
-# such a spec.
+# The VNNI levels' headers are avx2's / avx512's but for aquant=i8, avx512_bf16's avx512's but for bf16 x bf16
+# (tools.api.header_isa): their own CPU checks need such a spec.
 _PROBE_SPECS = {isa: "matmul 1x32x1 b=q8_0:col aquant=i8" for isa in ("avx2_vnni", "avx512_vnni")}
+_PROBE_SPECS["avx512_bf16"] = "matmul 1x32x1 a=bf16 b=bf16:col"
 
 
 @pytest.fixture(scope="module")

@@ -144,12 +144,13 @@ def search_isa(user: UserSpec, isa: str) -> str:
 
 
 def header_isa(user: UserSpec, isa: str) -> str:
-    """The ISA a one-ISA header of ``user`` is built for: ``isa`` (``native`` resolved), but ``avx2`` (``avx512``)
-    where ``avx2_vnni`` (``avx512_vnni``) would only repeat its program (no aquant=i8): the same code then runs
-    on every AVX2 (AVX-512) CPU, and an avx2 header compiles with GCC 10 / Clang 11, which lack the ``avxvnni``
-    target attribute."""
+    """The ISA a one-ISA header of ``user`` is built for: ``isa`` (``native`` resolved), but the lower level whose
+    program it would only repeat (search_isa): ``avx2`` for ``avx2_vnni`` and ``avx512`` for ``avx512_vnni``
+    without aquant=i8, ``avx512_vnni`` or ``avx512`` for ``avx512_bf16`` unless A and B are both bf16. The same
+    code then runs on every CPU of that level (a ``native`` build on a Sapphire Rapids or Zen 4 on a Skylake-X
+    too), and an avx2 header compiles with GCC 10 / Clang 11, which lack the ``avxvnni`` target attribute."""
     isa = resolve_isa(isa)
-    return search_isa(user, isa) if isa in VNNI_PLAIN else isa
+    return isa if isa == "highway" else search_isa(user, isa)
 
 
 def resolve_isa(isa: str) -> str:
