@@ -107,6 +107,25 @@ def test_profiles_turn_into_tables_per_vector_width():
     assert server.cost_table(64).vec_fma == 0.5 and client.cost_table(64).vec_fma == 1.0
     assert server.cost_table(32).vec_fma == client.cost_table(32).vec_fma == 0.5
     assert microarch.BY_NAME["skylake-sp"].cost_table(64).vec_load == 0.5
+    # stream adjustments: measured ones where a profile has them, else the built-in table's (fitted on Zen 4)
+    assert gc.cost_table(64).gl_interleaved == 0.0 and zen3.cost_table(32).gl_interleaved == CostTable().gl_interleaved
+    assert zen3.cost_table(32).gl_two_streams == 0.0 and gc.cost_table(64).gl_two_streams == CostTable().gl_two_streams
+
+
+@pytest.mark.parametrize("profile, columns", [("golden-cove", 4), ("zen4", 1)])
+def test_the_flagship_gemv_reads_adjacent_columns_side_by_side_where_they_cost_no_more(profile, columns):
+    """golden-cove's L2 streamer follows 4 adjacent columns as well as one (an Emerald Rapids read 1x2048x16384 bf16
+    4 columns a kernel in 0.75x one column's time, at a read sweep's rate); Zen 4 read 4 at half one's rate."""
+    from morello_build.ir.impl import Kernel
+    from morello_build.tools.api import synthesize_program
+
+    impl = synthesize_program("matmul 1x2048x16384 b=bf16:col", isa="avx512", threads=1, db=None, profile=profile)[2]
+    kernels, todo = [], [impl]
+    while todo:
+        node = todo.pop()
+        kernels += [node] if isinstance(node, Kernel) and node.name.startswith("dot_") else []
+        todo += node.children
+    assert {k.spec.op.iter_shape[3] for k in kernels} == {columns}, {k.name for k in kernels}
 
 
 def test_host_profile_says_where_its_caches_come_from(monkeypatch, tmp_path):

@@ -25,6 +25,9 @@ Sources (cited per figure below by their tag):
 - [INTEL-ICL] the same manual, Ice Lake (Sunny Cove) microarchitecture: 5-wide allocation, 48 KiB 12-way L1D, two
   loads and two stores per cycle (one 64-byte store), 512-bit FMA on ports 0+1 fused, plus port 5 on Xeon
   (Ice Lake-SP / -D); L2 1.25 MiB on Xeon, 512 KiB on client parts (Tiger Lake's Willow Cove: 1.25 MiB).
+- [INTEL-SNB] the same manual, Sandy Bridge microarchitecture, "Data Prefetching": the L2 streamer keeps track of
+  up to 32 streams, one forward and one backward per 4 KiB page (stated for Sandy Bridge; taken to hold for its
+  successors, and measured on an Emerald Rapids: golden-cove's gl_interleaved).
 - [AGNER] A. Fog, "The microarchitecture of Intel, AMD and VIA CPUs" and "Instruction tables" (Skylake:
   2 FMA pipes of 256 bits, latency 4, 2 loads + 1 store per cycle, 4-wide, L2->L1 64 B/cycle).
 """
@@ -68,6 +71,9 @@ class Microarch:
     # cycles a DRAM line of two interleaved streams of separate operands costs beyond one stream's.
     # None: the built-in table's, fitted on Zen 4.
     gl_two_streams: float | None = None
+    # The same for a line of one of several adjacent columns read side by side (a dot kernel's; calibrate's
+    # interleaved_line). None: the built-in table's, fitted on Zen 4 (4 columns at half one column's rate).
+    gl_interleaved: float | None = None
 
     def covers(self, vendor: str, family: int, model: int) -> bool:
         return vendor == self.vendor and any(f == family and lo <= model <= hi for f, lo, hi in self.models)
@@ -95,6 +101,7 @@ class Microarch:
             vec_imul=round(1 / self.imuls, 4),
             l2_line=round(64 / self.l2_fill_bytes, 4),
             gl_two_streams=base.gl_two_streams if self.gl_two_streams is None else self.gl_two_streams,
+            gl_interleaved=base.gl_interleaved if self.gl_interleaved is None else self.gl_interleaved,
             dispatch=self.dispatch,
             vec_pipes=self.vector_pipes_512 if bits > 256 else self.vector_pipes_256,
         )
@@ -212,6 +219,11 @@ MICROARCHS: tuple[Microarch, ...] = (
         # AMX and AVX512-FP16 came with Sapphire Rapids; no earlier Intel core (nor Alder Lake's, whose
         # AVX-512 is fused off) reports them [INTEL]
         flags_any=frozenset({"amx_tile", "avx512_fp16"}),
+        # Adjacent columns read side by side cost no more a line than one stream: the L2 streamer follows up to
+        # 32 streams, one forward per 4 KiB page [INTEL-SNB]. Measured on an Emerald Rapids VM (2026-11-29,
+        # bench/HISTORY.md): calibrate's interleaved_line 12.7 cycles a line, one stream 13.8; 1x2048x16384 bf16
+        # from DRAM, one thread, one column a kernel 6813 us, four 5141 us, a read sweep 5200.
+        gl_interleaved=0.0,
     ),
     Microarch(
         "skylake-sp",
