@@ -116,15 +116,11 @@ def test_profiles_turn_into_tables_per_vector_width():
 def test_the_flagship_gemv_reads_adjacent_columns_side_by_side_where_they_cost_no_more(profile, columns):
     """golden-cove's L2 streamer follows 4 adjacent columns as well as one (an Emerald Rapids read 1x2048x16384 bf16
     4 columns a kernel in 0.75x one column's time, at a read sweep's rate); Zen 4 read 4 at half one's rate."""
-    from morello_build.ir.impl import Kernel
+    from morello_build.ir.impl import Kernel, walk
     from morello_build.tools.api import synthesize_program
 
     impl = synthesize_program("matmul 1x2048x16384 b=bf16:col", isa="avx512", threads=1, db=None, profile=profile)[2]
-    kernels, todo = [], [impl]
-    while todo:
-        node = todo.pop()
-        kernels += [node] if isinstance(node, Kernel) and node.name.startswith("dot_") else []
-        todo += node.children
+    kernels = [n for n in walk(impl) if isinstance(n, Kernel) and n.name.startswith("dot_")]
     assert {k.spec.op.iter_shape[3] for k in kernels} == {columns}, {k.name for k in kernels}
 
 
