@@ -158,7 +158,9 @@ def test_calibration_chooses_the_prefetch_distance(tmp_path):
 def test_noisy_measurements_refuse_the_fit():
     samples = samples_from(synthetic_cycles(TRUE))
     samples["dram_line"] = [10.0, 20.0, 30.0, 40.0, 50.0]
-    with pytest.raises(cli.UserError, match=r"too noisy to fit \(dram_line: spread 67% > 25%, 1 over\)"):
+    # 5 samples whose interquartile range is 67% of their median: the median's 95% interval is 109% of it
+    refused = r"too noisy to fit \(dram_line: median uncertain by 109% > 25%, spread 67%, 1 over\)"
+    with pytest.raises(cli.UserError, match=refused):
         calibrate.summarize(samples, threads=2, max_spread=0.25)
 
 
@@ -261,19 +263,23 @@ def test_vendor_records_the_profile(tmp_path):
 
 def test_calibrate_measures_again_while_a_measurement_is_too_noisy(monkeypatch, tmp_path, capsys):
     """A run spoiled by a busy moment (two of five repetitions of a measurement twice as slow) is followed by
-    another, and the pooled samples outvote it; a measurement still too noisy when the time budget is spent
-    refuses the fit, saying how many runs were pooled. (The benchmarks are not run: their runs are injected.)"""
+    another of that measurement (and the clock) only, and the pooled samples outvote it; a measurement whose median
+    is still too uncertain when the time budget is spent refuses the fit, saying how many runs were pooled. (The
+    benchmarks are not run: their runs are injected.)"""
     quiet = samples_from(synthetic_cycles(TRUE))
     burst = dict(quiet, dram_line=[v * (2 if i >= 3 else 1) for i, v in enumerate(quiet["dram_line"])])
-    spoiled = dict(quiet, dram_line=[v * (1 + i) for i, v in enumerate(quiet["dram_line"])])
+    spoiled = dict(quiet, dram_line=[v * (1 + 3 * i) for i, v in enumerate(quiet["dram_line"])])
+    asked = []
 
     def injected(*outputs):
-        def run_benchmarks(reps, quick, threads, l2, l3, avx512, again):
+        def run_benchmarks(reps, quick, threads, l2, l3, avx512, again, deadline=None):
             runs = iter(outputs)
 
-            def run():
+            def run(names):
                 time.sleep(0.05)
-                return {name: [values[0], *values] for name, values in next(runs).items()}  # a warm-up first
+                asked.append(names)
+                output = {n: v for n, v in next(runs).items() if names is None or n in names}
+                return {name: [values[0], *values] for name, values in output.items()}  # a warm-up first
 
             return calibrate.pooled(run, again)
 
@@ -281,13 +287,16 @@ def test_calibrate_measures_again_while_a_measurement_is_too_noisy(monkeypatch, 
 
     monkeypatch.setattr(calibrate, "run_benchmarks", injected(burst, quiet))
     assert cli.main(["calibrate", "-o", str(tmp_path / "p.json")]) == 0
-    assert "dram_line spread" in capsys.readouterr().err
-    assert json.loads((tmp_path / "p.json").read_text())["measurements"]["dram_line"]["reps"] == 10
+    assert "dram_line median uncertain" in capsys.readouterr().err
+    assert asked == [None, ["clock", "dram_line"]]
+    measurements = json.loads((tmp_path / "p.json").read_text())["measurements"]
+    assert measurements["dram_line"]["reps"] == measurements["clock"]["reps"] == 10
+    assert measurements["fma_tp_256"]["reps"] == 5
     monkeypatch.setattr(calibrate, "MEASURE_BUDGET_S", 1.0)  # about 20 runs of 0.05 s
     monkeypatch.setattr(calibrate, "run_benchmarks", injected(*[spoiled] * 100))
     assert cli.main(["calibrate", "-o", str(tmp_path / "q.json")]) == 2
     err = capsys.readouterr().err.strip().splitlines()[-1]
-    refused = re.search(r"too noisy to fit in (\d+) runs \(dram_line: spread \d+% > 25%, 1 over\)", err)
+    refused = re.search(r"too noisy to fit in (\d+) runs \(dram_line: median uncertain by \d+% > 25%", err)
     assert refused and int(refused[1]) >= 2, err
     assert not (tmp_path / "q.json").exists()
 

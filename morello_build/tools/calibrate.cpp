@@ -1,5 +1,7 @@
 // Micro-benchmarks of `morello-build calibrate` (tools/calibrate.py compiles and runs this file on the host).
-// Usage: calibrate <reps> <dram_mib> <l2_kib> <threads> <has_avx512>
+// Usage: calibrate <reps> <dram_mib> <l2_kib> <threads> <has_avx512> [<name>,<name>... [<seconds>]]
+// (the names: only those measurements, and only their buffers allocated: calibrate runs the noisy ones again;
+// the seconds: no repetition after the second starts later than would let it end within them)
 // Prints one line per repetition: "<name> <value>", the value in nanoseconds per unit (the unit is named by the
 // caller: one FMA, one vector load, one line, one run, one parallel round). Buffers hold distinct random data
 // (never constant fills: the host may merge identical pages, DESIGN.md).
@@ -10,6 +12,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -248,38 +251,53 @@ static double best(F f, int trials = 5) {
   return b;
 }
 
+// Whether measurement ``name`` was asked for (``only``: ",a,b," of the names; empty: every one).
+static bool wanted(const std::string& only, const char* name) {
+  return only.empty() || only.find("," + std::string(name) + ",") != std::string::npos;
+}
+
 int main(int argc, char** argv) {
-  if (argc != 6) {
-    std::fprintf(stderr, "usage: calibrate reps dram_mib l2_kib threads has_avx512\n");
+  if (argc < 6 || argc > 8) {
+    std::fprintf(stderr, "usage: calibrate reps dram_mib l2_kib threads has_avx512 [names [seconds]]\n");
     return 2;
   }
   int reps = std::atoi(argv[1]), threads = std::max(1, std::atoi(argv[4])), avx512 = std::atoi(argv[5]);
   size_t dram = (size_t)std::atol(argv[2]) << 20, l2 = (size_t)std::atol(argv[3]) << 10;
+  const std::string only = argc >= 7 ? "," + std::string(argv[6]) + "," : "";
+  const double seconds = argc == 8 ? std::atof(argv[7]) : 1e30, start = now();
+  auto want = [&](const char* name) { return wanted(only, name); };
+  bool dram_wanted = false;
+  for (const char* n : {"dram_line", "dram_line_all", "short_run", "prefetch_0", "prefetch_256", "prefetch_512",
+                        "prefetch_1024", "prefetch_2048", "two_streams_line", "interleaved_line"})
+    dram_wanted = dram_wanted || want(n);
   long scale = dram >= (64u << 20) ? 4 : 1;  // the quick mode runs shorter loops
-  size_t dram_floats = dram / 4;
-  float* big = random_buffer(dram_floats, 1);
+  size_t dram_floats = dram_wanted ? dram / 4 : 0;
+  float* big = dram_wanted ? random_buffer(dram_floats, 1) : nullptr;
   float* l1 = random_buffer(16 << 8, 2);  // 16 KiB
-  float* mid = random_buffer(l2 / 4, 3);
+  float* mid = random_buffer(want("l2_line") ? l2 / 4 : 16, 3);
   float* dot_a = random_buffer(2048, 4);  // a GEMV's A: 8 KiB, in L1
   std::vector<float*> parts;
-  for (int t = 0; t < threads; ++t) parts.push_back(random_buffer(dram_floats / threads, 10 + t));
+  for (int t = 0; t < threads && want("dram_line_all"); ++t) parts.push_back(random_buffer(dram_floats / threads, 10 + t));
   RuntimePool pool(threads);
+#define MEASURE(NAME, EXPR) \
+  if (want(NAME)) std::printf(NAME " %.6f\n", EXPR)
   for (int r = 0; r < reps; ++r) {
-    std::printf("clock %.6f\n", best([&] { return clock_ns(2000000 * scale / 5); }));
-    std::printf("fma_tp_256 %.6f\n", best([&] { return fma256_tp(400000 * scale / 5); }));
-    std::printf("fma_lat_256 %.6f\n", best([&] { return fma256_lat(400000 * scale / 5); }));
+    if (r >= 2 && (now() - start) * (r + 1) / r > seconds) break;  // the next would end past the deadline
+    MEASURE("clock", best([&] { return clock_ns(2000000 * scale / 5); }));
+    MEASURE("fma_tp_256", best([&] { return fma256_tp(400000 * scale / 5); }));
+    MEASURE("fma_lat_256", best([&] { return fma256_lat(400000 * scale / 5); }));
     if (avx512) {
-      std::printf("fma_tp_512 %.6f\n", best([&] { return fma512_tp(400000 * scale / 5); }));
-      std::printf("fma_lat_512 %.6f\n", best([&] { return fma512_lat(400000 * scale / 5); }));
-      std::printf("l1_load_512 %.6f\n", best([&] { return read_ns_per_load512(l1, 16 << 8, 4000 * scale / 5); }));
-      std::printf("l1_store_512 %.6f\n", best([&] { return store_ns512(l1, 16 << 8, 4000 * scale / 5); }));
+      MEASURE("fma_tp_512", best([&] { return fma512_tp(400000 * scale / 5); }));
+      MEASURE("fma_lat_512", best([&] { return fma512_lat(400000 * scale / 5); }));
+      MEASURE("l1_load_512", best([&] { return read_ns_per_load512(l1, 16 << 8, 4000 * scale / 5); }));
+      MEASURE("l1_store_512", best([&] { return store_ns512(l1, 16 << 8, 4000 * scale / 5); }));
     }
-    std::printf("l1_load %.6f\n", best([&] { return read_ns_per_load(l1, 16 << 8, 4000 * scale / 5); }));
-    std::printf("l1_store %.6f\n", best([&] { return store_ns(l1, 16 << 8, 4000 * scale / 5); }));
+    MEASURE("l1_load", best([&] { return read_ns_per_load(l1, 16 << 8, 4000 * scale / 5); }));
+    MEASURE("l1_store", best([&] { return store_ns(l1, 16 << 8, 4000 * scale / 5); }));
     long l2_passes = std::max<long>(1, (long)(64 << 20) / (long)l2 * scale / 20);
-    std::printf("l2_line %.6f\n", best([&] { return 2 * read_ns_per_load(mid, l2 / 4, l2_passes); }));
-    std::printf("dram_line %.6f\n", best([&] { return 2 * read_ns_per_load(big, dram_floats, 1); }, 3));
-    {  // every thread reads its own part at once: ns per line of one thread
+    MEASURE("l2_line", best([&] { return 2 * read_ns_per_load(mid, l2 / 4, l2_passes); }));
+    MEASURE("dram_line", best([&] { return 2 * read_ns_per_load(big, dram_floats, 1); }, 3));
+    if (want("dram_line_all")) {  // every thread reads its own part at once: ns per line of one thread
       std::vector<double> ns(threads);
       std::vector<std::thread> ts;
       for (int t = 0; t < threads; ++t)
@@ -287,16 +305,17 @@ int main(int argc, char** argv) {
       for (auto& t : ts) t.join();
       std::printf("dram_line_all %.6f\n", *std::max_element(ns.begin(), ns.end()));
     }
-    std::printf("short_run %.6f\n", best([&] { return short_run_ns(big, dram_floats, 512, 32768); }, 3));
+    MEASURE("short_run", best([&] { return short_run_ns(big, dram_floats, 512, 32768); }, 3));
     for (size_t ahead : {0, 256, 512, 1024, 2048}) {
+      const std::string name = "prefetch_" + std::to_string(ahead);
       auto dot = [&] { return dot_ns_per_line(big, dram_floats, dot_a, ahead); };
-      std::printf("prefetch_%zu %.6f\n", ahead, best(dot, 3));
+      if (want(name.c_str())) std::printf("%s %.6f\n", name.c_str(), best(dot, 3));
     }
     // the same loop over several streams, 1 KiB ahead in all (each stream its share, as the kernels prefetch)
     auto two = [&] { return dot_ns_per_line(big, dram_floats, dot_a, 512, 2, true); };
-    std::printf("two_streams_line %.6f\n", best(two, 3));
-    std::printf("interleaved_line %.6f\n", best([&] { return dot_ns_per_line(big, dram_floats, dot_a, 256, 4); }, 3));
-    std::printf("parallel_round %.6f\n", best([&] { return parallel_round_ns(pool, threads, 50 * scale); }, 15));
+    MEASURE("two_streams_line", best(two, 3));
+    MEASURE("interleaved_line", best([&] { return dot_ns_per_line(big, dram_floats, dot_a, 256, 4); }, 3));
+    MEASURE("parallel_round", best([&] { return parallel_round_ns(pool, threads, 50 * scale); }, 15));
     std::fflush(stdout);
   }
   return 0;

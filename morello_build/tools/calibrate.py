@@ -1,8 +1,10 @@
 """`morello-build calibrate`: measure this host with micro-benchmarks, fit the cost table, write a profile.
 
 The benchmarks (``calibrate.cpp``, compiled here with the C++ compiler: $CXX, else c++) run ``reps`` times
-in one process; each measurement's median and spread (interquartile range / median) are reported, and a
-measurement whose spread is over ``max_spread`` refuses the fit (one line: a shared, busy host). Times are
+in one process; each measurement's median, spread (interquartile range / median) and uncertainty (the width of
+its median's 95% confidence interval / median) are reported. While a median is uncertain by more than
+``max_spread``, the noisy measurements run again and their samples are pooled; one still that uncertain refuses
+the fit (one line: a shared, busy host). Times are
 turned into cycles by the clock benchmark and fitted by tools/fit.py. The profile file (JSON; read by
 ``--profile FILE``, target/profiles.py) records the host signature, the measurements, the fit and the date.
 """
@@ -16,6 +18,7 @@ import subprocess
 import tempfile
 import time
 from datetime import datetime, timezone
+from math import sqrt
 from pathlib import Path
 from statistics import median
 
@@ -24,11 +27,17 @@ from morello_build.tools.errors import UserError
 SOURCE = Path(__file__).with_name("calibrate.cpp")
 DEFAULT_OUTPUT = "morello-profile.json"
 RUNTIME_NAMESPACE = "morello_calibrate_rt"  # the generated headers' runtime, timed as the parallel round's pool
-# Seconds within which calibrate runs its benchmarks again (samples pooled) while a measurement is too noisy: a
-# busy moment of a shared host spoils a few repetitions of one run, which more samples outvote (a run takes
+# Seconds within which calibrate runs its noisy benchmarks again (samples pooled) while a median is too uncertain:
+# a busy moment of a shared host spoils a few repetitions of one run, which more samples outvote (a run takes
 # ~7 s on a 2-vCPU Zen 3 VM; there, in a noisy hour of 2026-11-29, single runs refused 6 calibrations of 6 and
-# pooled ones, alternated with them, fitted 3 of 6; a steady load on the other core defeats both). Issue 20: <= 60 s.
+# pooled ones, alternated with them, fitted 3 of 6). The first run measures everything (34 s on a 2-vCPU Emerald
+# Rapids VM, whose 300 MiB L3 makes the DRAM buffers 1.2 GiB); later ones only the noisy measurements (the L1 ones:
+# under a second). Issue 20: <= 60 s.
 MEASURE_BUDGET_S = 45
+# The measurements over the DRAM buffer (calibrate.cpp): seconds a repetition, where the others take milliseconds.
+READS_DRAM = {"dram_line", "dram_line_all", "short_run", "two_streams_line", "interleaved_line"}
+READS_DRAM |= {f"prefetch_{ahead}" for ahead in (0, 256, 512, 1024, 2048)}
+RERUN_S = 2.0  # the least time left worth a run again (runs again stop repeating at the budget's end)
 
 
 def compiler() -> str:
@@ -38,10 +47,13 @@ def compiler() -> str:
     return cxx
 
 
-def run_benchmarks(reps: int, quick: bool, threads: int, l2_bytes: int, l3_bytes: int, avx512: bool, again=None):
+def run_benchmarks(
+    reps: int, quick: bool, threads: int, l2_bytes: int, l3_bytes: int, avx512: bool, again=None, deadline=None
+):
     """{measurement: [ns per unit, one per repetition]} (each run's first repetition is a warm-up, dropped).
-    ``again(samples, seconds)``: whether to run the benchmarks once more (their samples pooled), given the
-    samples so far and how long the last run took; None: once."""
+    ``again(samples, seconds)``: the measurements to run once more (their samples pooled), given the samples so
+    far and how long the last run took (none: done); None: once. Runs again repeat their measurements up to 4
+    ``reps`` times (they are the quick ones, as a rule) while they end before ``deadline`` (time.monotonic())."""
     dram_mib = 16 if quick else max(256, 4 * l3_bytes >> 20)  # DRAM: well beyond the last-level cache
     l2_kib = max(64, l2_bytes // 2 >> 10)
     from morello_build.codegen import runtime_header
@@ -56,18 +68,27 @@ def run_benchmarks(reps: int, quick: bool, threads: int, l2_bytes: int, l3_bytes
             first = (p.stderr.strip().splitlines() or ["no output"])[0]
             raise UserError(f"calibrate: compiling the micro-benchmarks failed: {first}")
         args = [str(exe), str(reps + 1), str(dram_mib), str(l2_kib), str(threads), str(int(avx512))]
-        return pooled(lambda: run_once(args), again)
+
+        def run(names):
+            if not names:
+                return run_once(args)
+            left = (deadline - time.monotonic()) if deadline is not None else 1e9
+            return run_once([args[0], str(4 * reps + 1), *args[2:], ",".join(names), f"{max(left, 0.0):.2f}"])
+
+        return pooled(run, again)
 
 
 def pooled(run, again=None) -> dict[str, list[float]]:
-    """The samples of ``run()`` ({measurement: [ns, ...]}, each run's first repetition dropped: a warm-up),
-    pooled over runs while ``again(samples, seconds the last run took)``."""
+    """The samples of ``run(names)`` ({measurement: [ns, ...]}, each run's first repetition dropped: a warm-up;
+    names None: every measurement), pooled over runs while ``again(samples, seconds the last run took)`` names
+    measurements to run again."""
     samples: dict[str, list[float]] = {}
+    names = None
     while True:
         start = time.monotonic()
-        for name, values in run().items():
+        for name, values in run(names).items():
             samples.setdefault(name, []).extend(values[1:])
-        if again is None or not again(samples, time.monotonic() - start):
+        if again is None or not (names := again(samples, time.monotonic() - start)):
             return samples
 
 
@@ -95,9 +116,20 @@ def spread(values: list[float]) -> float:
     return (q3 - q1) / median(values)
 
 
-def too_noisy(spreads: dict[str, float], max_spread: float) -> list[tuple[float, str]]:
-    """(spread, name) of the measurements whose spread is over ``max_spread``, the noisiest last."""
-    return sorted((s, n) for n, s in spreads.items() if s > max_spread)
+def uncertainty(values: list[float]) -> float:
+    """The width of the median's 95% confidence interval over the median: 2 × 1.96 × its standard error,
+    1.2533 σ / √n, with σ estimated from the interquartile range (IQR / 1.349), robust to the outliers of a
+    busy host. Unlike the spread it narrows as samples are pooled: the fit needs the median, and a host whose L1
+    stores vary by 20-35% from millisecond to millisecond (an Emerald Rapids VM, 2026-11-30) still tells it."""
+    if len(values) < 2:
+        return 0.0
+    return 2 * 1.96 * 1.2533 / 1.349 * spread(values) / sqrt(len(values))
+
+
+def too_noisy(uncertainties: dict[str, float], max_spread: float) -> list[tuple[float, str]]:
+    """(uncertainty, name) of the measurements whose median is uncertain by more than ``max_spread``, the noisiest
+    last."""
+    return sorted((u, n) for n, u in uncertainties.items() if u > max_spread)
 
 
 def measured(name: str, threads: int) -> bool:
@@ -121,15 +153,16 @@ def summarize(samples: dict[str, list[float]], threads: int, max_spread: float, 
         unit = PREFETCH_UNIT if name in PREFETCH_ROWS else STREAM_ROWS[name][0] if name in STREAM_ROWS else unit
         med = median(values)
         out[name] = dict(unit=unit, median_ns=round(med, 4), spread=round(spread(values), 4), reps=len(values))
+        out[name]["uncertainty"] = round(uncertainty(values), 4)
         out[name]["cycles"] = round(med / clock, 4)
     check_clock(out)
-    noisy = too_noisy({n: m["spread"] for n, m in out.items()}, max_spread)
+    noisy = too_noisy({n: m["uncertainty"] for n, m in out.items()}, max_spread)
     if noisy:
-        s, n = noisy[-1]
+        u, n = noisy[-1]
         after = f" in {runs} runs" if runs > 1 else ""
         raise UserError(
-            f"calibrate: measurements too noisy to fit{after} ({n}: spread {s:.0%} > {max_spread:.0%}, "
-            f"{len(noisy)} over); rerun on a quieter host or raise --max-spread"
+            f"calibrate: measurements too noisy to fit{after} ({n}: median uncertain by {u:.0%} > {max_spread:.0%}, "
+            f"spread {out[n]['spread']:.0%}, {len(noisy)} over); rerun on a quieter host or raise --max-spread"
         )
     return out
 
@@ -206,17 +239,20 @@ def calibrate(args) -> int:
         reps = args.reps or (3 if args.quick else 7)
         print(f"calibrate: {host.model_name or 'unknown CPU'}, {host.cpus} CPUs, {reps} repetitions", file=sys.stderr)
 
-        def again(samples: dict[str, list[float]], seconds: float) -> bool:
-            """Once more (samples pooled) while a measurement is too noisy and another run fits the budget."""
+        def again(samples: dict[str, list[float]], seconds: float) -> list[str]:
+            """The noisy measurements and the clock (their cycles' divisor, measured alongside), to run once more
+            while a median is too uncertain and another run fits the budget."""
             nonlocal runs
-            noisy = too_noisy({n: spread(v) for n, v in samples.items() if measured(n, host.cpus)}, max_spread)
-            if not noisy or time.monotonic() + seconds > t0 + MEASURE_BUDGET_S:
-                return False
+            noisy = too_noisy({n: uncertainty(v) for n, v in samples.items() if measured(n, host.cpus)}, max_spread)
+            if not noisy or time.monotonic() + min(seconds, RERUN_S) > t0 + MEASURE_BUDGET_S:
+                return []
             runs += 1
-            print(f"calibrate: {noisy[-1][1]} spread {noisy[-1][0]:.0%}: measuring again", file=sys.stderr)
-            return True
+            names = [n for _, n in noisy if n not in READS_DRAM] or [n for _, n in noisy]  # the quick ones first
+            u, name = max((u, n) for u, n in noisy if n in names)
+            print(f"calibrate: {name} median uncertain by {u:.0%}: measuring {len(names)} again", file=sys.stderr)
+            return sorted({"clock", *names})
 
-        samples = run_benchmarks(reps, args.quick, host.cpus, l2, l3, avx512, again)
+        samples = run_benchmarks(reps, args.quick, host.cpus, l2, l3, avx512, again, t0 + MEASURE_BUDGET_S)
     measurements = summarize(samples, host.cpus, max_spread, runs)
     m = microarch.match(host.vendor, host.family, host.model, host.flags)
     data = profile_data(measurements, host, "builtin" if m.builtin else m.name, time.monotonic() - t0)
@@ -224,7 +260,8 @@ def calibrate(args) -> int:
     Path(args.output).write_text(json.dumps(data, indent=2) + "\n")
     for name, mm in measurements.items():
         print(
-            f"  {name:17} {mm['median_ns']:12.3f} ns  spread {mm['spread']:6.1%}  {mm['cycles']:10.2f} cycles",
+            f"  {name:17} {mm['median_ns']:12.3f} ns  spread {mm['spread']:6.1%}  median ±{mm['uncertainty'] / 2:5.1%}"
+            f"  {mm['cycles']:10.2f} cycles",
             file=sys.stderr,
         )
     fitted = ", ".join(f"{k} {v:g}" for k, v in data["costs"].items())
@@ -240,8 +277,8 @@ def add_arguments(p) -> None:
         "--max-spread",
         type=float,
         default=None,
-        help="refuse to fit when a measurement's interquartile range exceeds this share of its median "
-        "(default: 0.25; --quick: never)",
+        help="measure again while, and refuse to fit when, a measurement's median is uncertain by more than this "
+        "share of it (the width of its 95%% confidence interval; default: 0.25; --quick: never)",
     )
     p.add_argument("--quick", action="store_true", help="tiny buffers and short loops (a smoke test, not a profile)")
     p.add_argument("--measurements", metavar="FILE", help="fit these samples (JSON: name -> [ns, ...]) instead")
