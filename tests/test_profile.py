@@ -322,6 +322,25 @@ def test_calibrate_quick_runs_the_benchmarks(tmp_path, capsys):
     assert "spread" in capsys.readouterr().err
 
 
+@pytest.mark.slow
+@pytest.mark.skipif(not calibrate.shutil.which("c++"), reason="needs a C++ compiler")
+def test_calibrate_runs_again_only_the_measurements_it_names():
+    """The compiled benchmarks (tiny mode) measure again only what ``again`` names, up to 4 × reps times."""
+    seen = []
+
+    def again(samples, seconds):
+        seen.append({n: len(v) for n, v in samples.items()})
+        return ["clock", "l1_load"] if len(seen) == 1 else []
+
+    samples = calibrate.run_benchmarks(2, True, 1, 1 << 20, 8 << 20, False, again, time.monotonic() + 60)
+    first = seen[0]
+    assert first["clock"] == first["l1_load"] == first["dram_line"] == 2  # 3 repetitions, the warm-up dropped
+    assert len(samples["clock"]) == len(samples["l1_load"]) == 2 + 8
+    assert {n: len(v) for n, v in samples.items() if n not in ("clock", "l1_load")} == {
+        n: k for n, k in first.items() if n not in ("clock", "l1_load")
+    }
+
+
 def test_python_api_passes_the_profile(pyapi_cache_dir):
     """compile()'s header (no C++ build here): profile= reaches the synthesizer and keys the header cache."""
     from morello_build.tools import pyapi
