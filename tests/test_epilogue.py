@@ -186,8 +186,9 @@ def test_pair_kernel_specs_use_the_pair_kernels():
 
 
 def test_pair_kernels_prefetch_their_b_columns_from_main_memory():
-    """dot_*_pair prefetch every B column they stream from main memory, prefetch_bytes ahead, one load per
-    line in their cost; a cost table with prefetch_bytes 0 emits and counts none."""
+    """dot_*_pair prefetch every B column they stream from main memory, one load per line in their cost: one
+    column of B1 beside one of B2 each prefetch_bytes ahead in its share of the lead, several adjacent ones the
+    next kernel's into L2 (dot.b_prefetch_head); a cost table with prefetch_bytes 0 emits and counts none."""
     from dataclasses import replace
 
     from morello_build.ir.impl import Kernel, walk
@@ -197,26 +198,23 @@ def test_pair_kernels_prefetch_their_b_columns_from_main_memory():
     kernel = next(n for n in walk(impl) if isinstance(n, Kernel) and n.name == "dot_bf16_widen_pair")
     op = kernel.spec.op
     assert op.b1.level == op.b2.level == Level.GL
-    on_lines = [x for x in emit_header(user, impl, target, name="k").splitlines() if "::prefetch(" in x]
-    # each kernel's columns of B1 and of B2 are streams, each with its share of the lead (a line at least)
+    header = emit_header(user, impl, target, name="k")
+    on_lines = [x for x in header.splitlines() if "::prefetch(" in x]
+    # the columns of B1 and of B2 of one-column kernels are streams, each with its share of the lead (a line at least)
     kernels = [n.spec.op for n in walk(impl) if isinstance(n, Kernel) and n.name == "dot_bf16_widen_pair"]
-    shares = {max(64, target.costs.prefetch_bytes // dot_columns(k) // 64 * 64) for k in kernels}
-    assert shares == {prefetch_offsets(target, 64, streams=dot_columns(k))[0] for k in kernels}
-    assert on_lines and {int(x.rsplit(", ", 1)[1].rstrip(");")) for x in on_lines} == shares
+    ones = [k for k in kernels if k.iter_shape[3] == 1]
+    shares = {max(64, target.costs.prefetch_bytes // dot_columns(k) // 64 * 64) for k in ones}
+    assert shares == {prefetch_offsets(target, 64, streams=dot_columns(k))[0] for k in ones}
+    assert ones and on_lines and {int(x.rsplit(", ", 1)[1].rstrip(");")) for x in on_lines} == shares
+    assert ("::prefetch_l2_here(bp" in header) == any(k.iter_shape[3] > 1 for k in kernels)
     assert "::prefetch(" not in emit_header(user, impl, off, name="k")
     loads = [target.kernel(kernel.name).cost(op, t).get("vec_load") for t in (target, off)]
     assert loads[0] - loads[1] == op.b1.lines() + op.b2.lines()
 
 
-@pytest.mark.parametrize(
-    "spec, kernel",
-    [("matmul 1x2048x64 b=bf16:col serial", "dot_bf16_widen"), ("matmul 1x2048x64 b=f16:col serial", "dot_quant")],
-)
-def test_dot_kernels_share_the_prefetch_lead_between_their_columns(spec, kernel):
-    """prefetch_bytes is one stream's lead: a dot kernel over 4 columns from main memory prefetches each a
-    quarter as far ahead (4 bf16 or f16 columns 1024 bytes ahead each ran 1.15-1.20x the time of 256 each,
-    Zen 3), and never less than a line. Interleaved streams made free (as a calibration can) so that the
-    search reads 4 columns at a time."""
+def _four_column_program(spec: str, kernel: str):
+    """``spec``'s program where the search reads 4 columns of B from main memory a kernel (interleaved streams
+    made free, as golden-cove's table and a calibration can), 1024 bytes of prefetch lead."""
     from dataclasses import replace
 
     from morello_build.ir.impl import Kernel, walk
@@ -227,9 +225,28 @@ def test_dot_kernels_share_the_prefetch_lead_between_their_columns(spec, kernel)
     impl, _ = synthesize(user.to_spec(), target)
     ops = [n.spec.op for n in walk(impl) if isinstance(n, Kernel) and n.name == kernel]
     assert ops and all(op.iter_shape[3] == 4 and op.b.level == Level.GL for op in ops)
-    lines = [x for x in emit_header(user, impl, target, name="k").splitlines() if "::prefetch(" in x]
-    assert lines and all(x.endswith(", 256);") for x in lines)
+    return emit_header(user, impl, target, name="k").splitlines(), target
+
+
+def test_dot_quant_shares_the_prefetch_lead_between_its_columns():
+    """prefetch_bytes is one stream's lead: dot_quant over 4 f16 columns from main memory prefetches each a
+    quarter as far ahead (4 bf16 or f16 columns 1024 bytes ahead each ran 1.15-1.20x the time of 256 each,
+    Zen 3), and never less than a line."""
+    lines, target = _four_column_program("matmul 1x2048x64 b=f16:col serial", "dot_quant")
+    prefetches = [x for x in lines if "::prefetch(" in x]
+    assert prefetches and all(x.endswith(", 256);") for x in prefetches)
     assert prefetch_offsets(target, 32, streams=4) == (256,) and prefetch_offsets(target, 128, streams=32) == (64, 128)
+
+
+def test_bf16_dot_kernels_over_adjacent_columns_prefetch_the_next_ones_into_l2():
+    """dot_bf16_widen over 4 adjacent columns from main memory prefetches, as the rows kernels do, the next
+    kernel's 4 columns into L2, spread over its loop's trips (dot.b_prefetch_head: 0.76-0.79x the time of each
+    column prefetched ahead in its own stream, 1x2048x16384 on an Emerald Rapids): 16 KiB ahead for 4 columns of
+    2048 bf16, every line of them once."""
+    lines, _ = _four_column_program("matmul 1x2048x64 b=bf16:col serial", "dot_bf16_widen")
+    assert not [x for x in lines if "::prefetch(" in x]
+    l2 = [x for x in lines if "::prefetch_l2_here(bp" in x]
+    assert l2 and len(l2) % 4 == 0 and all(", 16384 + (" in x for x in l2), l2  # 4 a kernel
 
 
 @pytest.mark.parametrize("spec", ["matmul 1x200x24 b=bf16:col serial", "matmul 1x96x5 b=q8_0 serial"])

@@ -78,7 +78,14 @@ def b_prefetch_head(lw, node, binds, bps, chunk_elems: int, u: int, rows: int = 
     prefetched B column, ``prefetch_bytes`` ahead; None when the kernel prefetches nothing. Where the
     kernel's columns are a k tile of longer ones (a loop over K outside), ahead would be the part of the
     column a later k trip reads: it prefetches the next kernel's columns into L2 instead
-    (next_columns_head; 1x2048x4096 bf16 split by 1024, from DRAM, Zen 4: 2.5 -> 1.5 ms, unsplit 0.89)."""
+    (next_columns_head; 1x2048x4096 bf16 split by 1024, from DRAM, Zen 4: 2.5 -> 1.5 ms, unsplit 0.89). So it does
+    where the kernel reads several adjacent columns of B, as the rows kernels do (rows.py: each column prefetched
+    ahead in its own stream made every kernel call start cold): 1x2048x16384 bf16 from DRAM, 4 columns a kernel
+    (golden-cove's pick), one thread, Emerald Rapids VM, 2 MiB pages, 41-81 interleaved rounds in one process:
+    6238 / 6214 / 7876 -> 4748 / 4909 / 6131 us (0.76-0.79x; read sweeps of the same bytes 5340 / 5483 / 6769);
+    in quieter runs 5822 -> 5632 and 5722 -> 5915 (21 rounds). Priced as before (b_streams): the interleaved
+    streams' adjustment is golden-cove's 0 there, and the built-in table's +8 a line (Zen 4, without these
+    prefetches) keeps its picks at one column a kernel until a Zen A/B reprices it."""
     op = node.spec.op
     bs = _prefetched(op, lw.target)
     if not bs:
@@ -86,7 +93,8 @@ def b_prefetch_head(lw, node, binds, bps, chunk_elems: int, u: int, rows: int = 
     (_, _, k, n), size = op.iter_shape, bs[0].dtype.bytes
     cols = [bp for bp, (b, _) in zip(bps, [(b, j) for b in bs_cs(op)[0] for j in range(n)]) if b in bs]
     trips, b = loop_trips(k // chunk_elems, u), binds[1]  # B (the pair's B1: B2 is laid out alike)
-    if trips and (lw.step(b, (0, 0, 0), (0, 0, 1)) or 0) > k:
+    step = lw.step(b, (0, 0, 0), (0, 0, 1)) or 0
+    if trips and (step > k or (n > 1 and step == k)):
         return next_columns_head(lw, b, cols, n, k, u, trips)
     offsets = prefetch_offsets(lw.target, u * chunk_elems * size, rows, streams=len(cols))
     return prefetch_head(lw, cols, offsets, chunk_elems)
