@@ -266,18 +266,16 @@ int main(int argc, char** argv) {
   const std::string only = argc >= 7 ? "," + std::string(argv[6]) + "," : "";
   const double seconds = argc == 8 ? std::atof(argv[7]) : 1e30, start = now();
   auto want = [&](const char* name) { return wanted(only, name); };
-  bool dram_wanted = false;
-  for (const char* n : {"dram_line", "dram_line_all", "short_run", "prefetch_0", "prefetch_256", "prefetch_512",
-                        "prefetch_1024", "prefetch_2048", "two_streams_line", "interleaved_line"})
-    dram_wanted = dram_wanted || want(n);
   long scale = dram >= (64u << 20) ? 4 : 1;  // the quick mode runs shorter loops
-  size_t dram_floats = dram_wanted ? dram / 4 : 0;
-  float* big = dram_wanted ? random_buffer(dram_floats, 1) : nullptr;
+  size_t dram_floats = dram / 4;
+  // The DRAM buffers are filled when the first measurement that reads them is asked for, before its trials: a run
+  // of the quick measurements only (calibrate's reruns) makes none.
+  float* big_buffer = nullptr;
+  auto big = [&] { return big_buffer ? big_buffer : (big_buffer = random_buffer(dram_floats, 1)); };
   float* l1 = random_buffer(16 << 8, 2);  // 16 KiB
   float* mid = random_buffer(want("l2_line") ? l2 / 4 : 16, 3);
   float* dot_a = random_buffer(2048, 4);  // a GEMV's A: 8 KiB, in L1
   std::vector<float*> parts;
-  for (int t = 0; t < threads && want("dram_line_all"); ++t) parts.push_back(random_buffer(dram_floats / threads, 10 + t));
   RuntimePool pool(threads);
 #define MEASURE(NAME, EXPR) \
   if (want(NAME)) std::printf(NAME " %.6f\n", EXPR)
@@ -296,8 +294,9 @@ int main(int argc, char** argv) {
     MEASURE("l1_store", best([&] { return store_ns(l1, 16 << 8, 4000 * scale / 5); }));
     long l2_passes = std::max<long>(1, (long)(64 << 20) / (long)l2 * scale / 20);
     MEASURE("l2_line", best([&] { return 2 * read_ns_per_load(mid, l2 / 4, l2_passes); }));
-    MEASURE("dram_line", best([&] { return 2 * read_ns_per_load(big, dram_floats, 1); }, 3));
+    MEASURE("dram_line", best([&, p = big()] { return 2 * read_ns_per_load(p, dram_floats, 1); }, 3));
     if (want("dram_line_all")) {  // every thread reads its own part at once: ns per line of one thread
+      for (int t = (int)parts.size(); t < threads; ++t) parts.push_back(random_buffer(dram_floats / threads, 10 + t));
       std::vector<double> ns(threads);
       std::vector<std::thread> ts;
       for (int t = 0; t < threads; ++t)
@@ -305,16 +304,16 @@ int main(int argc, char** argv) {
       for (auto& t : ts) t.join();
       std::printf("dram_line_all %.6f\n", *std::max_element(ns.begin(), ns.end()));
     }
-    MEASURE("short_run", best([&] { return short_run_ns(big, dram_floats, 512, 32768); }, 3));
+    MEASURE("short_run", best([&, p = big()] { return short_run_ns(p, dram_floats, 512, 32768); }, 3));
     for (size_t ahead : {0, 256, 512, 1024, 2048}) {
       const std::string name = "prefetch_" + std::to_string(ahead);
-      auto dot = [&] { return dot_ns_per_line(big, dram_floats, dot_a, ahead); };
-      if (want(name.c_str())) std::printf("%s %.6f\n", name.c_str(), best(dot, 3));
+      if (!want(name.c_str())) continue;
+      auto dot = [&, p = big()] { return dot_ns_per_line(p, dram_floats, dot_a, ahead); };
+      std::printf("%s %.6f\n", name.c_str(), best(dot, 3));
     }
     // the same loop over several streams, 1 KiB ahead in all (each stream its share, as the kernels prefetch)
-    auto two = [&] { return dot_ns_per_line(big, dram_floats, dot_a, 512, 2, true); };
-    MEASURE("two_streams_line", best(two, 3));
-    MEASURE("interleaved_line", best([&] { return dot_ns_per_line(big, dram_floats, dot_a, 256, 4); }, 3));
+    MEASURE("two_streams_line", best([&, p = big()] { return dot_ns_per_line(p, dram_floats, dot_a, 512, 2, true); }, 3));
+    MEASURE("interleaved_line", best([&, p = big()] { return dot_ns_per_line(p, dram_floats, dot_a, 256, 4); }, 3));
     MEASURE("parallel_round", best([&] { return parallel_round_ns(pool, threads, 50 * scale); }, 15));
     std::fflush(stdout);
   }

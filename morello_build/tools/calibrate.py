@@ -34,7 +34,8 @@ RUNTIME_NAMESPACE = "morello_calibrate_rt"  # the generated headers' runtime, ti
 # Rapids VM, whose 300 MiB L3 makes the DRAM buffers 1.2 GiB); later ones only the noisy measurements (the L1 ones:
 # under a second). Issue 20: <= 60 s.
 MEASURE_BUDGET_S = 45
-# The measurements over the DRAM buffer (calibrate.cpp): seconds a repetition, where the others take milliseconds.
+# The measurements over the DRAM buffer (calibrate.cpp): seconds a repetition, where the others take milliseconds;
+# reruns take the others first (calibrate.cpp fills the buffer only for a measurement that reads it).
 READS_DRAM = {"dram_line", "dram_line_all", "short_run", "two_streams_line", "interleaved_line"}
 READS_DRAM |= {f"prefetch_{ahead}" for ahead in (0, 256, 512, 1024, 2048)}
 RERUN_S = 2.0  # the least time left worth a run again (runs again stop repeating at the budget's end)
