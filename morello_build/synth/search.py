@@ -106,12 +106,13 @@ class Search:
         return sum(len(v) for v in self.memo.values())
 
     def bound(self, spec: Spec) -> tuple:
-        """cost.bound_parts, once per op (it does not depend on the limits)."""
+        """cost.bound_parts' nonzero parts as (class index, cycles) pairs (Plan.lower_bound), once per op (they
+        do not depend on the limits)."""
         if not self.prune:
-            return ZERO
+            return ()
         b = self._bounds.get(spec.op)
         if b is None:
-            b = self._bounds[spec.op] = bound_parts(spec, self.target)
+            b = self._bounds[spec.op] = tuple((j, x) for j, x in enumerate(bound_parts(spec, self.target)) if x)
         return b
 
     def apply(self, spec: Spec, action, bodies: dict[int, Callable] | None = None, budget=None):

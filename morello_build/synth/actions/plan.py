@@ -28,8 +28,9 @@ class Plan:
     def lower_bound(self, bound: Callable[[Spec], tuple], done: list[float] | None = None, start: int = 0) -> float:
         """A cost no program of this plan can beat: the overlap rule over its own parts, ``done`` (the
         parts of the children already built: those before ``start``) and the bounds of its sub-specs from
-        ``start`` on (cost.lower_bound: parts too), all of the rest hidden behind the busiest class (a table
-        that hides less only adds).
+        ``start`` on (``bound``: the nonzero parts of cost.bound_parts as (class index, cycles) pairs, two at
+        most: added in place, cheaper than a sum over every class for every plan the search meets), all of the
+        rest hidden behind the busiest class (a table that hides less only adds).
         Children built as phases (cost.move_phases) cost at least as much as counted here. A loop's
         refund (its own negative transfer: the reuse refunds) is taken off the result, not off
         the transfers: cost.combine gives it to the serial cost of its children's phases first, where it
@@ -40,7 +41,8 @@ class Plan:
         weights = self.run_weights
         for i in range(start, len(self.subspecs)):
             w = weights[i]
-            total = [t + w * x for t, x in zip(total, bound(self.subspecs[i]))]
+            for j, x in bound(self.subspecs[i]):
+                total[j] += w * x
         return overlap(total) + refund
 
 
