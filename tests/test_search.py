@@ -153,6 +153,32 @@ def test_deterministic(text):
     assert t1 == t2
 
 
+class _CanonicalOnly(Search):
+    """A search that fails on a sub-spec not in canonical form: Search._best takes them as given (it does not
+    canonicalize them again), so a plan that handed it another form would split the memo silently."""
+
+    def _best(self, spec):
+        assert canonicalize(spec) == spec, spec.describe()
+        return super()._best(spec)
+
+
+@pytest.mark.parametrize(
+    "text,isa",
+    [
+        ("matmul 3x2x5 a=f32:col b=bf16:col c=f32:col", "avx512_bf16"),
+        ("matmul 2x3x4 a=bf16 c=bf16 batch=2 accum", "avx2"),
+        ("matmul 1x9x5 bias act=gelu", "avx2"),
+        ("gated 2x64x3 b=q8_0:col aquant=i8", "avx2"),
+        ("matmul 2x40x3 b=i4:col group=8 scales=bf16 zero", "avx512"),
+    ],
+)
+def test_every_plan_hands_the_search_canonical_sub_specs(text, isa):
+    from morello_build.ir.grammar import parse_spec
+
+    target = get_target(isa, threads=2)
+    assert _CanonicalOnly(target).best(parse_spec(text).to_spec(target.limits())) is not None
+
+
 # -- the DP equals an exhaustive enumeration on tiny specs ---------------------------------------------
 def all_programs(spec, target):
     """Every program for ``spec``: every action, every combination of every program of its sub-specs.

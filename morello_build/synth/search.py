@@ -44,6 +44,7 @@ class Search:
         # outermost call. What the search leaves is collected as usual afterwards; a process that keeps or exits
         # with its memo may gc.freeze() it (cli.main does: see keep_out_of_collections).
         self._shaped = 0
+        spec = canonicalize(spec)
         if not gc.isenabled():
             return self._best(spec)
         gc.disable()
@@ -57,8 +58,8 @@ class Search:
         action was refused for lack of its memory, in this search or in a sub-spec's. Under more memory at
         the other levels the search tries the same plans with the same children, so the memo answers them
         too: a spec met again outside a buffer that took some memory is not searched again (a fifth of the
-        specs of a 64^3 search, two fifths of a bf16 one for 16 threads)."""
-        spec = canonicalize(spec)
+        specs of a 64^3 search, two fifths of a bf16 one for 16 threads). ``spec`` is canonical (canonicalize):
+        best() makes it so, and every action's plan its sub-specs."""
         found, hit, shaped = self._lookup(spec)
         if found:
             self._shaped |= shaped
