@@ -187,6 +187,11 @@ class Matmul:
     def with_operands(self, ops, serial: bool | None = None) -> "Matmul":
         return Matmul(ops[0], ops[1], ops[2], self.accum, self.serial if serial is None else serial, self.epilogue)
 
+    def accumulating(self) -> "Matmul":
+        """This op accumulating into C (C += A · B): dataclasses.replace's result, without its cost in the
+        search's hot path (the body of every peeled loop)."""
+        return Matmul(self.a, self.b, self.c, True, self.serial, self.epilogue)
+
 
 @_defined_by(GATED)
 @dataclass(frozen=True, order=True)
@@ -347,7 +352,7 @@ class MemoryLimits:
         left = self.get(level) - nbytes
         if left < 0:
             return None
-        return replace(self, **{level.name.lower(): left})
+        return MemoryLimits(*(left if lv is level else x for lv, x in zip(LIMITED_LEVELS, self.as_tuple())))
 
     def as_tuple(self) -> tuple[int, int, int]:
         return (self.l1, self.vrf, self.rf)

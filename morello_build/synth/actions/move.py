@@ -70,7 +70,7 @@ class MoveOperand:
 
     def buffer(self, t: TensorSpec, target) -> TensorSpec:
         if self.level.is_cache and self.layout is None and self.dtype in (None, t.dtype):
-            return replace(t, level=self.level)
+            return TensorSpec(t.shape, t.dtype, t.layout, self.level, t.contig, t.vector_size, t.alias)
         layout = self.layout or (packed(2, target.lanes) if self.level == Level.VRF else row_major())
         vs = target.lanes if self.level == Level.VRF else None
         dtype = DType.F32 if self.level.is_register else (self.dtype or t.dtype)
@@ -165,7 +165,7 @@ class MoveOperand:
             if not self.level.is_register:
                 return EPILOGUE_NEEDS_REGISTERS
             body_op = replace(body_op, epilogue=NO_EPILOGUE)  # the store applies it
-        inner = canonicalize(replace(spec, op=body_op, limits=limits))
+        inner = canonicalize(Spec(body_op, limits))
         load = store = None
         if not view:
             if not is_output or op.accum:

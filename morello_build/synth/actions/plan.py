@@ -4,7 +4,7 @@ actions and codegen share."""
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import lru_cache
 from math import prod
 from typing import Callable
@@ -105,7 +105,7 @@ def tile_op(op, shape, accum: bool = False, canonical: bool = False):
     uncanonical tile op first."""
     tiles = operand_tiles(op, shape)
     body = op.with_operands(canonical_operands(op.kind, tiles) if canonical else tiles, serial=True)
-    return replace(body, accum=True) if accum and not body.accum else body
+    return body.accumulating() if accum and not body.accum else body
 
 
 def canonical_body(op, shape, accum: bool = False):
