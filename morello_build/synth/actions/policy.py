@@ -162,8 +162,7 @@ def _actions(op, target):
                 return  # zeroing registers is free: the accumulating spec's programs are as good
         yield from _output_tiles(op, full, target)
         if not op.epilogue:  # an epilogue needs the whole sum (tile.EPILOGUE_SPLIT)
-            for tile in _tiles_one_dim(full, (2,)):  # peeled when the op does not accumulate
-                yield Tile(tile)
+            yield from _k_splits(full)  # peeled when the op does not accumulate
         for i in range(3):
             yield from _move_options(op, i, target)
     elif op.kind == "gated":
@@ -195,14 +194,25 @@ def _output_tiles(op, full, target):
     loaded once for 3 columns: Mx2048x16384 from DRAM, Zen 4, 1 thread, against 2 columns: bf16 M = 4
     4.41 -> 3.72 ms, M = 8 7.6 -> 6.65, f16 M = 4 4.36 -> 3.60, q8_0 4.15 -> 3.65; 4 columns lose to
     the register budget), and parallel ones unless the spec is serial."""
-    out_dims = (0, 1, 3)
     rows_kernels = _small_batch_of_columns(op) and full[2] > 1 and op.operands[1].level == Level.GL
-    extra = {1: target.accumulator_rows, 3: (3,) if rows_kernels else ()}
-    for tile in _tiles_one_dim(full, out_dims, extra):
-        yield Tile(tile)
-    if not op.serial and target.threads > 1:
-        for tile in _parallel_tiles(full, out_dims):
-            yield Tile(tile, parallel=True)
+    return _loops_over_outputs(full, target.accumulator_rows, rows_kernels, not op.serial and target.threads > 1)
+
+
+# The loops depend on the iteration shape only (and the register tiles' rows): ops of one shape share them (the
+# search meets each op once or twice, but many ops of each shape: its operands' levels and layouts vary).
+@lru_cache(maxsize=1 << 12)
+def _loops_over_outputs(full, rows: tuple[int, ...], three_columns: bool, parallel: bool) -> tuple[Tile, ...]:
+    """_output_tiles' loops: serial ones over each output dim, then parallel ones over one or two."""
+    out_dims = (0, 1, 3)
+    extra = {1: rows, 3: (3,) if three_columns else ()}
+    serial = tuple(Tile(tile) for tile in _tiles_one_dim(full, out_dims, extra))
+    return serial + tuple(Tile(tile, parallel=True) for tile in _parallel_tiles(full, out_dims)) if parallel else serial
+
+
+@lru_cache(maxsize=1 << 12)
+def _k_splits(full) -> tuple[Tile, ...]:
+    """Loops over slices of k (powers of two below it), as _loops_over_outputs for the output dims."""
+    return tuple(Tile(tile) for tile in _tiles_one_dim(full, (2,)))
 
 
 def _gated_actions(op, full, target):
