@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields, replace
 from functools import lru_cache
 from math import prod
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 
 from morello_build.ir.dtypes import DType
 from morello_build.ir.epilogue import GATE_DEFAULT, NO_EPILOGUE, Epilogue
@@ -332,7 +332,13 @@ def limit_bits(level: Level) -> int:
 
 def operand_tiles(op, iter_shape) -> tuple[TensorSpec, ...]:
     """Each operand's tile for a tile ``iter_shape`` of the op's iteration space."""
-    return tuple(t.tile(tuple(iter_shape[j] for j in dims)) for t, dims in zip(op.operands, op.operand_iter_dims))
+    return tuple(t.tile(shape(iter_shape)) for t, shape in zip(op.operands, _tile_shapes(op.operand_iter_dims)))
+
+
+@lru_cache(maxsize=None)  # one per op kind
+def _tile_shapes(operand_iter_dims) -> tuple:
+    """For each operand, the function picking its tile's shape (its 3 dims' extents) from an iteration shape."""
+    return tuple(itemgetter(*dims) for dims in operand_iter_dims)
 
 
 @dataclass(frozen=True, order=True)
