@@ -9,7 +9,7 @@ memory-system values the spec algebra needs before a target is chosen are in mac
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields, replace
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from math import prod
 from operator import attrgetter, itemgetter
 
@@ -151,7 +151,8 @@ def _hashed_once(cls):
 
 def _defined_by(definition):
     """Class decorator: the op class takes its facts from its OpDef (class attributes, so the search's
-    hot paths read them without a property call); its hash is computed once."""
+    hot paths read them without a property call); its hash is computed once (and each op class's ``operands`` and
+    ``iter_shape`` once per op: cached_property, outside the dataclass's fields)."""
 
     def decorate(cls):
         cls.definition = definition
@@ -174,11 +175,11 @@ class Matmul:
     serial: bool = False
     epilogue: Epilogue = NO_EPILOGUE
 
-    @property
+    @cached_property
     def operands(self) -> tuple[TensorSpec, ...]:
         return (self.a, self.b, self.c)
 
-    @property
+    @cached_property
     def iter_shape(self) -> tuple[int, int, int, int]:
         """Iteration space (batch, m, k, n)."""
         b, m, k = self.a.shape
@@ -207,11 +208,11 @@ class Gated:
 
     accum = False
 
-    @property
+    @cached_property
     def operands(self) -> tuple[TensorSpec, ...]:
         return (self.a, self.b1, self.b2, self.c)
 
-    @property
+    @cached_property
     def iter_shape(self) -> tuple[int, int, int, int]:
         b, m, k = self.a.shape
         return (b, m, k, self.c.shape[2])
@@ -235,11 +236,11 @@ class Pair:
     accum = True
     epilogue = NO_EPILOGUE
 
-    @property
+    @cached_property
     def operands(self) -> tuple[TensorSpec, ...]:
         return (self.a, self.b1, self.b2, self.c1, self.c2)
 
-    @property
+    @cached_property
     def iter_shape(self) -> tuple[int, int, int, int]:
         b, m, k = self.a.shape
         return (b, m, k, self.c1.shape[2])
@@ -261,11 +262,11 @@ class Gate:
 
     accum = False
 
-    @property
+    @cached_property
     def operands(self) -> tuple[TensorSpec, ...]:
         return (self.x1, self.x2, self.dst)
 
-    @property
+    @cached_property
     def iter_shape(self) -> tuple[int, int, int]:
         return self.dst.shape
 
@@ -286,11 +287,11 @@ class Move:
 
     accum = False
 
-    @property
+    @cached_property
     def operands(self) -> tuple[TensorSpec, ...]:
         return (self.src, self.dst)
 
-    @property
+    @cached_property
     def iter_shape(self) -> tuple[int, int, int]:
         return self.dst.shape
 
@@ -307,11 +308,11 @@ class Zero:
     accum = False
     epilogue = NO_EPILOGUE
 
-    @property
+    @cached_property
     def operands(self) -> tuple[TensorSpec, ...]:
         return (self.dst,)
 
-    @property
+    @cached_property
     def iter_shape(self) -> tuple[int, int, int]:
         return self.dst.shape
 
