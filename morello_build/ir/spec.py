@@ -52,6 +52,11 @@ class TensorSpec:
     def tile(self, shape: tuple[int, int, int]) -> "TensorSpec":
         return _tile(self, tuple(shape))
 
+    def at_level(self, level: Level) -> "TensorSpec":
+        """This tile relabelled as held at ``level`` (a cache view's buffer): dataclasses.replace's result, without
+        its cost in the search's hot path."""
+        return TensorSpec(self.shape, self.dtype, self.layout, level, self.contig, self.vector_size, self.alias)
+
     def canonical(self) -> "TensorSpec":
         return _canonical(self)
 
@@ -151,13 +156,14 @@ def _hashed_once(cls):
 
 def _defined_by(definition):
     """Class decorator: the op class takes its facts from its OpDef (class attributes, so the search's
-    hot paths read them without a property call); its hash is computed once (and each op class's ``operands`` and
-    ``iter_shape`` once per op: cached_property, outside the dataclass's fields)."""
+    hot paths read them without a property call), and for each operand the function picking its tile's shape (its 3
+    dims' extents) from an iteration shape (operand_tiles); its hash is computed once."""
 
     def decorate(cls):
         cls.definition = definition
         for name in _FACTS:
             setattr(cls, name, getattr(definition, name))
+        cls.operand_tile_shapes = tuple(itemgetter(*dims) for dims in definition.operand_iter_dims)
         return _hashed_once(cls)
 
     return decorate
@@ -175,6 +181,8 @@ class Matmul:
     serial: bool = False
     epilogue: Epilogue = NO_EPILOGUE
 
+    # Each op class's operands and iteration shape are computed once per op (cached_property: outside the dataclass's
+    # fields, so equality, order and hash are unchanged), as the search's hot paths read them over and over.
     @cached_property
     def operands(self) -> tuple[TensorSpec, ...]:
         return (self.a, self.b, self.c)
@@ -333,13 +341,7 @@ def limit_bits(level: Level) -> int:
 
 def operand_tiles(op, iter_shape) -> tuple[TensorSpec, ...]:
     """Each operand's tile for a tile ``iter_shape`` of the op's iteration space."""
-    return tuple(t.tile(shape(iter_shape)) for t, shape in zip(op.operands, _tile_shapes(op.operand_iter_dims)))
-
-
-@lru_cache(maxsize=None)  # one per op kind
-def _tile_shapes(operand_iter_dims) -> tuple:
-    """For each operand, the function picking its tile's shape (its 3 dims' extents) from an iteration shape."""
-    return tuple(itemgetter(*dims) for dims in operand_iter_dims)
+    return tuple(t.tile(shape(iter_shape)) for t, shape in zip(op.operands, op.operand_tile_shapes))
 
 
 @dataclass(frozen=True, order=True)

@@ -70,7 +70,7 @@ class MoveOperand:
 
     def buffer(self, t: TensorSpec, target) -> TensorSpec:
         if self.level.is_cache and self.layout is None and self.dtype in (None, t.dtype):
-            return TensorSpec(t.shape, t.dtype, t.layout, self.level, t.contig, t.vector_size, t.alias)
+            return t.at_level(self.level)
         layout = self.layout or (packed(2, target.lanes) if self.level == Level.VRF else row_major())
         vs = target.lanes if self.level == Level.VRF else None
         dtype = DType.F32 if self.level.is_register else (self.dtype or t.dtype)
