@@ -15,9 +15,9 @@ import morello_build
 from morello_build import db
 from morello_build.db import encode
 from morello_build.db.boxes import merge_boxes
-from morello_build.db.store import Store
+from morello_build.db.store import NO_RANGE, UNBOUNDED, Store
 from morello_build.ir.grammar import parse_spec
-from morello_build.synth.search import Search, synthesize
+from morello_build.synth.search import ANY, Search, synthesize
 from morello_build.target import get_target
 
 ISA = "avx2"  # small register file: quick searches that still use every action
@@ -94,9 +94,9 @@ class _Recorder:
         self.puts = []
 
     def get(self, spec, search):
-        return False, None
+        return False, None, NO_RANGE
 
-    def put(self, spec, impl, action, unbounded=None):
+    def put(self, spec, impl, action, lo, hi):
         self.puts.append((spec, impl, action))
 
 
@@ -212,23 +212,26 @@ def test_warm_run_hits_the_top_level_spec_and_replays(tmp_path):
     assert ok, report
 
 
-def test_unbounded_answers_open_the_box_upwards(tmp_path):
-    """put(..., unbounded=...) (the search's statement that more memory changes nothing) widens the box."""
+def test_the_box_is_the_range_the_search_puts(tmp_path):
+    """put(..., lo, hi) stores the box of limits the search's answer holds over (open upwards where the search
+    gives no upper end); get answers anywhere in it, with that box, and nowhere else."""
     target = get_target(ISA)
     spec = parse_spec(SPECS[0]).to_spec(target.limits())
     top, impl, action = _recorded(SPECS[0])[-1]  # the search puts the top spec last
     assert top == spec
     path = str(tmp_path / "u.db")
+    lo, hi = impl.peaks, (ANY, spec.limits.vrf, ANY)
     with Store(path, target) as store:
-        store.put(spec, impl, action, unbounded=(True, False, True))
+        store.put(spec, impl, action, lo, hi)
     from dataclasses import replace
 
     bigger = replace(spec, limits=replace(spec.limits, l1=spec.limits.l1 * 8, rf=spec.limits.rf * 2))
     with Store(path, target) as store:
-        found, got = store.get(bigger, Search(target, store=store))
+        found, got, box = store.get(bigger, Search(target, store=store))
         assert found and db.program_signature(got) == db.program_signature(impl)
-        more_vrf = replace(spec, limits=replace(spec.limits, vrf=spec.limits.vrf * 2))
-        assert not store.get(more_vrf, Search(target))[0]
+        assert box == (tuple(lo), (UNBOUNDED, spec.limits.vrf, UNBOUNDED))
+        more_vrf = replace(spec, limits=replace(spec.limits, vrf=spec.limits.vrf + 1))
+        assert store.get(more_vrf, Search(target)) == (False, None, NO_RANGE)
 
 
 def test_api_and_cli_use_the_db(tmp_path, capsys):

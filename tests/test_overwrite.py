@@ -41,7 +41,7 @@ def test_overwriting_program_ignores_the_old_output(text, isa):
     derived = 0
     assert search.best(spec) is not None
     for op, entries in search.memo.items():
-        for limits, impl, _ in entries:
+        for limits, _, impl in entries:  # (lo, hi, impl)
             if impl is None or not op.accum or op.kind != "matmul" or (op, limits) in checked:
                 continue
             over = overwriting(impl, target)

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from morello_build.db import tuned
 from morello_build.db.sqlite import DBError, code_fingerprint, connect, namespace_ids, writable
-from morello_build.db.store import Store
+from morello_build.db.store import NO_RANGE, Store
 
 __all__ = [
     "DBError",
@@ -88,9 +88,9 @@ class NullStore:
     """The store of ``--db none``: remembers nothing."""
 
     def get(self, spec, search):
-        return False, None
+        return False, None, NO_RANGE
 
-    def put(self, spec, impl, action, unbounded=None) -> None:
+    def put(self, spec, impl, action, lo, hi) -> None:
         pass
 
     def close(self) -> None:

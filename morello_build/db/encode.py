@@ -122,15 +122,3 @@ def action_text(action, op) -> str:
 def action_from_text(text: str, op):
     """The action a decision names at ``op`` (None for the no-program decision)."""
     return None if text == NONE else actions.decode(text, op)
-
-
-# -- the limits a program needs ----------------------------------------------------------------------
-def required_limits(impl, target=None, memo=None) -> tuple[int, int, int]:
-    """The smallest (L1, VRF, RF) limits under which ``impl`` is rebuilt as it is: its peaks.
-
-    Sound because every action passes its body the limits minus its own buffer, unrounded (see
-    MoveOperand.plan), so feasibility depends on peaks alone; the round-trip property test
-    (tests/test_db.py) compares DB answers with fresh synthesis at random points of every box and would
-    catch an action that starts rounding again.
-    """
-    return (0, 0, 0) if impl is None else tuple(impl.peaks)

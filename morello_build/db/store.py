@@ -19,11 +19,12 @@ from morello_build.db.sqlite import DBError, _wrap, connect, corrupt, namespace_
 FLUSH_EVERY = 2000
 FLUSH_SECONDS = 5.0
 UNBOUNDED = 2**31 - 1  # upper limit of a box open upwards (rtree_i32 coordinates are 32-bit)
+NO_RANGE = ((0, 0, 0), (0, 0, 0))  # get's range where no box answers
 
 _FIND = (
-    "SELECT decision, nlo, nhi FROM rects WHERE klo<=?1 AND khi>=?1 AND alo<=?2 AND ahi>=?2 AND blo<=?3"
-    " AND bhi>=?3 AND clo<=?4 AND chi>=?4 AND llo<=?5 AND lhi>=?5 AND vlo<=?6 AND vhi>=?6"
-    " AND rlo<=?7 AND rhi>=?7 ORDER BY id DESC"
+    "SELECT decision, nlo, nhi, llo, lhi, vlo, vhi, rlo, rhi FROM rects"
+    " WHERE klo<=?1 AND khi>=?1 AND alo<=?2 AND ahi>=?2 AND blo<=?3 AND bhi>=?3 AND clo<=?4 AND chi>=?4"
+    " AND llo<=?5 AND lhi>=?5 AND vlo<=?6 AND vhi>=?6 AND rlo<=?7 AND rhi>=?7 ORDER BY id DESC"
 )
 # Rectangles of the same key, decision and upper limits whose shapes touch or overlap box (alo..chi).
 _NEIGHBOURS = (
@@ -71,7 +72,6 @@ class Store:
             raise _wrap(path, e) from None
         self._decision_ids = {t: i for i, t in self._decisions.items()}
         self._pending: list = []
-        self._required_memo: dict = {}
         self._replaying: set = set()  # the ops whose decisions are being replayed (_replay)
         self._last_flush = time.monotonic()
         self._started = time.time()
@@ -82,38 +82,40 @@ class Store:
 
     # -- the search hook -----------------------------------------------------------------------------
     def get(self, spec, search):
-        """(True, impl or None) if a stored decision answers ``spec`` (replayed through ``search``)."""
+        """(True, impl or None, (lo, hi)) if a stored decision answers ``spec`` (replayed through ``search``),
+        with the range of limits its box holds for (see put); (False, None, NO_RANGE) if none does."""
         self.lookups += 1
         first = self.top_spec is None
         if first:
             self.top_spec = spec.describe()
-        found, impl = self._get(spec, search)
+        found, impl, limits = self._get(spec, search)
         if found:
             self.hits += 1
         else:
             self.misses += 1
         if first:
             self.top_hit = found
-        return found, impl
+        return found, impl, limits
 
     def _get(self, spec, search):
         key, coords, volume = encode.op_key(spec.op)
         kid = self._keys.get(key)
         if kid not in self._lookup_keys:
-            return False, None
+            return False, None, NO_RANGE
         q = (kid,) + coords + spec.limits.as_tuple()
         try:
             rows = self.conn.execute(_FIND, q).fetchall()
         except sqlite3.Error as e:
             raise _wrap(self.path, e) from None
-        for decision, nlo, nhi in rows:
+        for decision, nlo, nhi, *box in rows:
             text = self._decision(decision)
+            limits = tuple(box[0::2]), tuple(box[1::2])
             if text == encode.NONE:
                 if nlo != 0 or nhi != 0:  # "no program" is stored with cost 0
                     raise corrupt(self.path, f"'no program' stored for {spec.describe()} with a cost")
-                return True, None
-            return True, self._replay(spec, search, text, nlo, nhi, volume)
-        return False, None
+                return True, None, limits
+            return True, self._replay(spec, search, text, nlo, nhi, volume), limits
+        return False, None, NO_RANGE
 
     def _replay(self, spec, search, text: str, nlo: float, nhi: float, volume: int):
         """The program ``text`` stored for ``spec`` builds. Within one namespace a stored decision always
@@ -158,29 +160,17 @@ class Store:
             self._decisions[did] = text
         return text
 
-    def put(self, spec, impl, action, unbounded: tuple[bool, bool, bool] | None = None) -> None:
+    def put(self, spec, impl, action, lo: tuple, hi: tuple) -> None:
         """Record the search's answer for ``spec``, ``impl`` made by ``action`` (both None: nothing fits), as
-        the box [limits it needs, limits it was found under].
-
-        ``unbounded[i]``: the search may state that no action was refused for lack of memory at level i
-        (L1, VRF, RF) anywhere in this spec's search, so more of it changes nothing: the box is then
-        open upwards in that level (a non-empty answer only; "nothing fits" stays bounded).
-        """
+        the box of limits from ``lo`` to ``hi`` (L1, VRF, RF; both included): the range over which a search of
+        ``spec`` does what this one did (Search's memo), so a fresh search anywhere in it finds this answer."""
         self.puts += 1
         if self.read_only:
             return
         key, coords, volume = encode.op_key(spec.op)
-        hi = spec.limits.as_tuple()
-        if unbounded and impl is not None:
-            hi = tuple(UNBOUNDED if u else h for u, h in zip(unbounded, hi))
-        if impl is None:
-            lo, ncost = (0, 0, 0), 0.0
-        else:
-            lo = encode.required_limits(impl, self.target, self._required_memo)
-            ncost = impl.cost / volume
-        if any(a > b for a, b in zip(lo, hi)):
-            # The in-memory memo reused a body at limits its rounded L1 does not leave it: this answer
-            # is not what a fresh search finds under these limits, so it is not stored.
+        hi = tuple(min(h, UNBOUNDED) for h in hi)
+        ncost = 0.0 if impl is None else impl.cost / volume
+        if any(a > b for a, b in zip(lo, hi)):  # a range that holds nowhere: a caller's bug, nothing to store
             self.skipped += 1
             return
         text = encode.action_text(action, spec.op)

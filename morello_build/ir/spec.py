@@ -334,9 +334,9 @@ Op = Matmul | Gated | Pair | Gate | Move | Zero
 LIMITED_LEVELS = tuple(lv for lv in Level if lv.limited)  # in MemoryLimits' (and peaks') order
 
 
-def limit_bits(level: Level) -> int:
-    """``level``'s bit in a mask of limited levels (bit i: LIMITED_LEVELS[i]; 0 for a level without limits)."""
-    return 1 << LIMITED_LEVELS.index(level) if level.limited else 0
+def limit_index(level: Level) -> int:
+    """A limited level's place in LIMITED_LEVELS (and in MemoryLimits.as_tuple)."""
+    return LIMITED_LEVELS.index(level)
 
 
 def operand_tiles(op, iter_shape) -> tuple[TensorSpec, ...]:

@@ -3,6 +3,13 @@
 The best program for a spec is the cheapest (see ``cost.better``) over every action that applies,
 each sub-spec solved recursively once. Actions are enumerated in a fixed order and ties keep the first,
 so the result is deterministic.
+
+The memo answers a spec under other limits only where a fresh search would do exactly what the one that
+found the answer did: the limits enter the search only as actions refused for lack of memory, so an answer
+holds over the range of limits in which the search of that spec, and of every sub-spec under it, admits the
+same actions. Reusing it wherever it merely fits would not do: the per-spec choice is the cheapest by its
+own cost, but a parent adds its children's parts by the overlap rule (cost.py), so more memory can give a
+parent a worse program, and answers would depend on the order of queries.
 """
 
 from __future__ import annotations
@@ -15,7 +22,7 @@ from morello_build.ir.spec import LIMITED_LEVELS, Spec, canonicalize
 from morello_build.synth.actions import Plan, enumerate_actions
 from morello_build.synth.cost import ZERO, better_keyed, bound_parts, order_key
 
-ALL_LIMITS = (1 << len(LIMITED_LEVELS)) - 1  # a mask of every limited level (spec.limit_bits)
+ANY = sys.maxsize  # the upper end of a range no refusal bounds
 
 
 class NoProgram(Exception):
@@ -26,14 +33,16 @@ class Search:
     def __init__(self, target, progress: Callable[[int], None] | None = None, store=None, prune=True):
         self.target = target
         self.prune = prune
-        # op -> [(limits, impl or None, mask)]: an Impl found under limits L with peak P is also the best
-        # answer for every limits between P and L, and "nothing fits" under L holds below L too; at a level
-        # not in ``mask`` (those whose limits shaped the answer: see _best), for any limit above P.
+        # op -> [(lo, hi, impl or None)]: the answer for every limits from lo to hi (per limited level, both
+        # included): lo is the most memory an action admitted anywhere in its search takes, hi one byte less
+        # than the least an action refused for lack of memory needs (see the module's docstring).
         self.memo: dict[object, list] = {}
-        self._shaped = 0  # the mask of the levels whose limits shaped the answer being searched
+        self._lo, self._hi = [0] * len(LIMITED_LEVELS), [ANY] * len(LIMITED_LEVELS)  # the spec being searched
+        self._found = None  # the memo entry (lo, hi, impl) of the answer _best gave last
         self.visited = 0
         self._progress = progress
-        self._store = store  # optional persistent memo: get(spec, search) / put(spec, impl, action)
+        # optional persistent memo: get(spec, search) -> (found, impl, (lo, hi)); put(spec, impl, action, lo, hi)
+        self._store = store
         self._bounds: dict[object, tuple] = {}
 
     def best(self, spec: Spec):
@@ -43,7 +52,6 @@ class Search:
         # of 100,000 its collections still took 7% of a 10,000-spec search, Zen 3), so it is off during the
         # outermost call. What the search leaves is collected as usual afterwards; a process that keeps or exits
         # with its memo may gc.freeze() it (cli.main does: see keep_out_of_collections).
-        self._shaped = 0
         spec = canonicalize(spec)
         if not gc.isenabled():
             return self._best(spec)
@@ -54,23 +62,21 @@ class Search:
             gc.enable()
 
     def _best(self, spec: Spec):
-        """The best Impl for ``spec`` (None: nothing fits). The limit of a level shapes an answer where an
-        action was refused for lack of its memory, in this search or in a sub-spec's. Under more memory at
-        the other levels the search tries the same plans with the same children, so the memo answers them
-        too: a spec met again outside a buffer that took some memory is not searched again (a fifth of the
-        specs of a 64^3 search, two fifths of a bf16 one for 16 threads). ``spec`` is canonical (canonicalize):
-        best() makes it so, and every action's plan its sub-specs."""
-        found, hit, shaped = self._lookup(spec)
-        if found:
-            self._shaped |= shaped
-            return hit
+        """The best Impl for ``spec`` (None: nothing fits), and in ``self._found`` its memo entry: with the
+        range of limits it holds over. The memo answers a spec met again under other limits within that range: outside a
+        buffer that took some memory, or under more memory than any action of its search lacked (a fifth of
+        the specs of a 64^3 search, two fifths of a bf16 one for 16 threads). ``spec`` is canonical
+        (canonicalize): best() makes it so, and every action's plan its sub-specs."""
+        if self._lookup(spec):
+            return self._found[2]
+        outer = self._lo, self._hi
+        self._lo, self._hi = [0] * len(LIMITED_LEVELS), [ANY] * len(LIMITED_LEVELS)
         if self._store is not None:
-            found, impl = self._store.get(spec, self)
-            if found:
-                self._remember(spec, impl, ALL_LIMITS)  # as its box says (the DB does not tell)
-                self._shaped = ALL_LIMITS
+            found, impl, (lo, hi) = self._store.get(spec, self)
+            if found:  # the range is its box's (narrowed by the sub-specs its replay met)
+                self._remember(spec, map(max, lo, self._lo), map(min, hi, self._hi), impl)
+                self._lo, self._hi = outer
                 return impl
-        outer, self._shaped = self._shaped, 0
         best = best_action = best_key = None
         for action in enumerate_actions(spec, self.target):
             impl = self.apply(spec, action, budget=best.cost if best is not None else None)
@@ -79,28 +85,46 @@ class Search:
             key = order_key(impl)
             if best is None or better_keyed(impl, key, best, best_key):
                 best, best_action, best_key = impl, action, key
-        shaped = self._shaped
-        self._remember(spec, best, shaped)
-        self._shaped = outer | shaped
+        lo = self._lo if best is None else map(max, self._lo, best.peaks)
+        lo, hi = self._remember(spec, lo, self._hi, best)
+        self._lo, self._hi = outer
         self.visited += 1
         if self._progress and self.visited % 256 == 0:
             self._progress(self.visited)
         if self._store is not None:
-            self._store.put(spec, best, best_action, tuple(not shaped >> i & 1 for i in range(len(LIMITED_LEVELS))))
+            self._store.put(spec, best, best_action, lo, hi)
         return best
 
-    def _lookup(self, spec: Spec):
+    def _lookup(self, spec: Spec) -> bool:
+        """Whether the memo answers ``spec`` (the entry in ``self._found``)."""
         l1, vrf, rf = spec.limits.as_tuple()
-        for (l1_max, vrf_max, rf_max), impl, shaped in self.memo.get(spec.op, ()):  # unrolled: once per spec visited
-            if l1 <= l1_max and vrf <= vrf_max and rf <= rf_max and (impl is None or _fits(impl.peaks, l1, vrf, rf)):
-                return True, impl, shaped
-        return False, None, 0
+        for entry in self.memo.get(spec.op, ()):  # unrolled: once per spec visited
+            (l1_lo, vrf_lo, rf_lo), (l1_hi, vrf_hi, rf_hi), _ = entry
+            if l1_lo <= l1 <= l1_hi and vrf_lo <= vrf <= vrf_hi and rf_lo <= rf <= rf_hi:
+                self._found = entry
+                return True
+        return False
 
-    def _remember(self, spec: Spec, impl, shaped: int) -> None:
-        """Remember ``impl`` as the answer under the spec's limits at the levels in ``shaped``, and under any
-        limits at the others."""
-        limits = tuple(x if shaped >> i & 1 else sys.maxsize for i, x in enumerate(spec.limits.as_tuple()))
-        self.memo.setdefault(spec.op, []).append((limits, impl, shaped))
+    def _remember(self, spec: Spec, lo, hi, impl) -> tuple:
+        """Remember ``impl`` as the answer for the limits from ``lo`` to ``hi``; those two as tuples."""
+        entry = self._found = (tuple(lo), tuple(hi), impl)
+        self.memo.setdefault(spec.op, []).append(entry)
+        return entry[:2]
+
+    def _narrow(self, limits, sub_limits) -> None:
+        """Narrow the range of the spec being searched (under ``limits``) to that of the sub-spec just solved
+        (under ``sub_limits``: what the action left), shifted by the memory the action took."""
+        lo, hi = self._lo, self._hi
+        sub_lo, sub_hi, _ = self._found
+        if sub_limits is limits or sub_limits == limits:
+            taken = (0,) * len(lo)
+        else:
+            taken = tuple(x - y for x, y in zip(limits.as_tuple(), sub_limits.as_tuple()))
+        for i, d in enumerate(taken):
+            if sub_lo[i] + d > lo[i]:
+                lo[i] = sub_lo[i] + d
+            if sub_hi[i] + d < hi[i]:
+                hi[i] = sub_hi[i] + d
 
     @property
     def specs_stored(self) -> int:
@@ -123,9 +147,11 @@ class Search:
         they cannot win, and sub-specs are memoized independently of any budget.
         """
         plan = action.plan(spec, self.target)
-        if not isinstance(plan, Plan):
-            self._shaped |= plan.short_of
-            return None  # a Refusal: the action does not apply here
+        if not isinstance(plan, Plan):  # a Refusal: the action does not apply here
+            if plan.short_of is not None:  # ... under these limits: not with less than ``need`` bytes
+                level, need = plan.short_of
+                self._hi[level] = min(self._hi[level], need - 1)
+            return None
         if budget is not None and self.prune and plan.lower_bound(self.bound) > budget:
             return None
         children = []
@@ -134,7 +160,11 @@ class Search:
         last = len(plan.subspecs) - 1
         for i, sub in enumerate(plan.subspecs):
             maker = bodies.get(i) if bodies else None
-            child = maker(sub) if maker else self._best(sub)
+            if maker:
+                child = maker(sub)
+            else:
+                child = self._best(sub)
+                self._narrow(spec.limits, sub.limits)
             if child is None:
                 return None
             children.append(child)
@@ -143,10 +173,6 @@ class Search:
                 if plan.lower_bound(self.bound, done, i + 1) > budget:
                     return None
         return plan.build(tuple(children))
-
-
-def _fits(peaks, l1: int, vrf: int, rf: int) -> bool:
-    return peaks[0] <= l1 and peaks[1] <= vrf and peaks[2] <= rf
 
 
 def synthesize(spec: Spec, target, progress=None, store=None, prune=True):

@@ -19,7 +19,7 @@ from morello_build.ir.spec import (
     Spec,
     TensorSpec,
     canonicalize,
-    limit_bits,
+    limit_index,
 )
 from morello_build.synth import cost as costmodel
 from morello_build.synth.actions.plan import Plan, Refusal
@@ -154,9 +154,10 @@ class MoveOperand:
         nbytes = self.buffer_bytes(buf, target)
         limits = spec.limits.minus(self.level, nbytes)
         if limits is None:
-            return NO_MEMORY(nbytes, spec.limits.get(self.level), self.level.name, short_of=limit_bits(self.level))
-        # No rounding of the L1 left (round_limits): the memo reuses a program for any limits above its
-        # peaks, which is only sound if feasibility depends on peaks alone (see test_search's memo tests).
+            short_of = (limit_index(self.level), nbytes)
+            return NO_MEMORY(nbytes, spec.limits.get(self.level), self.level.name, short_of=short_of)
+        # No rounding of the L1 left (round_limits): the memo shifts a body's range of limits by the bytes
+        # taken (Search), which holds only if limits pass down by plain subtraction.
         # Registers belong to one thread: a body working on a register buffer must be serial.
         serial = True if not self.level.parallel_tileable else None
         is_output = i in op.outputs

@@ -17,7 +17,7 @@ from typing import ClassVar
 
 from morello_build.ir.impl import PairAccum, Seq, add_peak, max_peaks
 from morello_build.ir.layout import packed, row_major
-from morello_build.ir.spec import DType, Gate, Level, Matmul, Pair, Spec, TensorSpec, Zero, canonicalize, limit_bits
+from morello_build.ir.spec import DType, Gate, Level, Matmul, Pair, Spec, TensorSpec, Zero, canonicalize, limit_index
 from morello_build.synth import cost as costmodel
 from morello_build.synth.actions.plan import Plan, Refusal
 from morello_build.target.kernels import registers
@@ -62,7 +62,8 @@ class PairToAccum:
             return NOT_AN_L1_TILE(buf.shape[2], buf.bytes, MIN_L1_COLUMNS, MAX_L1_ACCUMULATORS)
         limits = spec.limits.minus(self.level, 2 * each)
         if limits is None:
-            return NO_ROOM(2 * each, spec.limits.get(self.level), self.level.name, short_of=limit_bits(self.level))
+            short_of = (limit_index(self.level), 2 * each)
+            return NO_ROOM(2 * each, spec.limits.get(self.level), self.level.name, short_of=short_of)
         zero = canonicalize(Spec(Zero(buf, serial=True), limits))
         body = canonicalize(Spec(Pair(op.a, op.b1, op.b2, buf, buf, serial=True), limits))
         store = canonicalize(Spec(Gate(buf, buf, op.c, serial=op.serial, epilogue=op.epilogue), limits))

@@ -50,14 +50,15 @@ class Plan:
 class Refusal:
     """Why an action does not apply to a spec. ``code`` names the rule (stable: tests and tools test it);
     ``reason`` says it in one line. The search meets thousands of refusals and reads none, so the reason
-    is a constant or a template filled from ``args`` only when read. ``short_of``: the limited levels
-    (spec.limit_bits) whose memory the action lacked, 0 where the refusal does not depend on the limits (the
-    search remembers an answer that no limit shaped for every limits above its peaks)."""
+    is a constant or a template filled from ``args`` only when read. ``short_of``: (level, bytes) where the
+    action needs more of a limited level's memory (spec.limit_index) than the spec's limits leave, None where
+    the refusal does not depend on the limits (the search's memo keeps the range of limits its answers hold
+    over by these: Search)."""
 
     code: str
     template: str
     args: tuple = ()
-    short_of: int = 0
+    short_of: tuple[int, int] | None = None
 
     @property
     def reason(self) -> str:
@@ -66,7 +67,7 @@ class Refusal:
     def __str__(self) -> str:
         return self.reason
 
-    def __call__(self, *args, short_of: int = 0) -> "Refusal":
+    def __call__(self, *args, short_of: tuple[int, int] | None = None) -> "Refusal":
         """This refusal with its template's blanks filled."""
         return Refusal(self.code, self.template, args, short_of)
 
