@@ -34,8 +34,8 @@ class Search:
         self.target = target
         self.prune = prune
         # op -> [(lo, hi, impl or None)]: the answer for every limits from lo to hi (per limited level, both
-        # included): lo is the most memory an action admitted anywhere in its search takes, hi one byte less
-        # than the least an action refused for lack of memory needs (see the module's docstring).
+        # included): lo is the most memory the buffers admitted anywhere in its search hold at once, hi one
+        # byte less than the least an action refused for lack of memory needs (see the module's docstring).
         self.memo: dict[object, list] = {}
         self._lo, self._hi = [0] * len(LIMITED_LEVELS), [ANY] * len(LIMITED_LEVELS)  # the spec being searched
         self._found = None  # the memo entry (lo, hi, impl) of the answer _best gave last
@@ -62,10 +62,10 @@ class Search:
             gc.enable()
 
     def _best(self, spec: Spec):
-        """The best Impl for ``spec`` (None: nothing fits), and in ``self._found`` its memo entry: with the
-        range of limits it holds over. The memo answers a spec met again under other limits within that range: outside a
-        buffer that took some memory, or under more memory than any action of its search lacked (a fifth of
-        the specs of a 64^3 search, two fifths of a bf16 one for 16 threads). ``spec`` is canonical
+        """The best Impl for ``spec`` (None: nothing fits), and in ``self._found`` its memo entry, with the
+        range of limits it holds over. The memo answers a spec met again under other limits in that range:
+        outside a buffer that took some memory, or under more memory than any action of its search lacked (a
+        fifth of the specs of a 64^3 search, two fifths of a bf16 one for 16 threads). ``spec`` is canonical
         (canonicalize): best() makes it so, and every action's plan its sub-specs."""
         if self._lookup(spec):
             return self._found[2]
