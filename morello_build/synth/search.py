@@ -25,6 +25,12 @@ from morello_build.synth.cost import ZERO, better_keyed, bound_parts, order_key
 ANY = sys.maxsize  # the upper end of a range no refusal bounds
 
 
+def _open_range() -> tuple[list[int], list[int]]:
+    """The range of limits (lo, hi per limited level) of a spec whose search has refused and admitted nothing yet:
+    every limits; its actions and sub-specs narrow it (Search.apply)."""
+    return [0] * len(LIMITED_LEVELS), [ANY] * len(LIMITED_LEVELS)
+
+
 class NoProgram(Exception):
     """No program implements the spec within its memory limits."""
 
@@ -37,7 +43,7 @@ class Search:
         # included): lo is the most memory the buffers admitted anywhere in its search hold at once, hi one
         # byte less than the least an action refused for lack of memory needs (see the module's docstring).
         self.memo: dict[object, list] = {}
-        self._lo, self._hi = [0] * len(LIMITED_LEVELS), [ANY] * len(LIMITED_LEVELS)  # the spec being searched
+        self._lo, self._hi = _open_range()  # of the spec being searched
         self._found = None  # the memo entry (lo, hi, impl) of the answer _best gave last
         self.visited = 0
         self._progress = progress
@@ -70,7 +76,7 @@ class Search:
         if self._lookup(spec):
             return self._found[2]
         outer = self._lo, self._hi
-        self._lo, self._hi = [0] * len(LIMITED_LEVELS), [ANY] * len(LIMITED_LEVELS)
+        self._lo, self._hi = _open_range()
         if self._store is not None:
             found, impl, (lo, hi) = self._store.get(spec, self)
             if found:  # the range is its box's (narrowed by the sub-specs its replay met)
