@@ -19,13 +19,13 @@ into strips of 32 stored evens then odds (layout.interleaved, the copy ``dot_bf1
 ``offers_interleaved_a``), whose two vectors meet the bytes zero-extended as ``q4_0``'s do (groups a multiple of
 the chunk, so that every chunk is a whole strip).
 
-Separate scales are widened to f32 once per call into an array on the stack (16 a step), so that a group's
-is a broadcast load. With several groups the kernel prefetches into L2 the columns after its last, a share
-per group dealt out between its columns (quant_int_prefetch.step_slots), so that a loop over N reads B as one
-stream. Exact dequantization: s * (q - z) is exact in f32 for f16 and bf16 scales (an 11-bit significand
-times a 5-bit integer); the sums run in a different order from ``dot_quant``'s (each product scaled first),
-within the same f32 error bound. Any even group size (a group's last chunk may be short: its bytes and A's
-lanes past the group load as zeros).
+Scales are widened to f32 once per call into an array on the stack (separate ones 16 a load, q4_0's blocks' d 16
+a gather), so that a group's is a broadcast load. With several groups the kernel prefetches into L2 the columns
+after its last, a share per group dealt out between its columns (quant_int_prefetch.step_slots), so that a loop
+over N reads B as one stream. Exact dequantization: s * (q - z) is exact in f32 for f16 and bf16 scales (an
+11-bit significand times a 5-bit integer); the sums run in a different order from ``dot_quant``'s (each product
+scaled first), within the same f32 error bound. Any even group size (a group's last chunk may be short: its
+bytes and A's lanes past the group load as zeros).
 """
 
 from __future__ import annotations
@@ -45,8 +45,6 @@ from morello_build.target.kernels.quant import (
     group_size,
     prefetch_head,
     prefetch_plan,
-    scale_features,
-    scale_vector,
 )
 from morello_build.target.kernels.quant_int_prefetch import step_slots, streams_by_group
 from morello_build.target.kernels.rows import sets_hold_rows
@@ -102,17 +100,19 @@ def _cost(op, target) -> Features:
     """Per chunk of 32 values: per row A's two loads (i4 from a row of A: two permutes into lookup_i4's order);
     per column its bytes (zero-extended, q4_0 and i4 from strips of A: a widening load, a load and a shuffle;
     else a broadcast load), two shifts (zero-extended: one), two permutes (shuffles), and per row two FMAs
-    into the output's chains, each waiting for the last of its chain. Per group and column the table (a
-    multiply by the scale: q4_0's from the block, scale_features; separate scales a broadcast load from the
-    array they were widened into once per call, 16 a step)."""
+    into the output's chains, each waiting for the last of its chain. Per group and column the table: a
+    broadcast load of the scale and a multiply, from the array the scales were widened into once per call, 16
+    a step (separate scales: a load and a conversion; q4_0's blocks: a gather of 16 loads, a narrowing and a
+    conversion)."""
     fmt, (_, m, k, n) = op.b.dtype, op.iter_shape
     G = group_size(fmt, k)
     groups, broadcast = k // G, _broadcast_lookup(op, target)
     chunks = groups * ceil(G / CHUNK)
-    widen_steps = n * ceil(groups / 16) if fmt.scales else 0
+    widen_steps = n * ceil(groups / 16)
+    widen_loads = 1 + fmt.zero if fmt.scales else 16
     feats = Features.of(
-        vec_load=chunks * (2 * m + n) + groups * n * (1 + fmt.zero) * bool(fmt.scales) + widen_steps * (1 + fmt.zero),
-        vec_shuffle=chunks * (2 * n + (2 * m if broadcast else n)),
+        vec_load=chunks * (2 * m + n) + groups * n * (1 + fmt.zero) + widen_steps * widen_loads,
+        vec_shuffle=chunks * (2 * n + (2 * m if broadcast else n)) + (0 if fmt.scales else widen_steps),
         vec_op=chunks * n * (2 if broadcast else 1) + widen_steps * (2 + 3 * fmt.zero),
         vec_store=widen_steps * (1 + fmt.zero),
         vec_fma=chunks * m * n * 2 + groups * n,
@@ -120,7 +120,6 @@ def _cost(op, target) -> Features:
         hsum=m * n,
         loop_iter=groups if groups > 1 else 0,
     )
-    feats += Features() if fmt.scales else scale_features(fmt, n, groups)
     return feats + column_reads(op, target, _streamed(op, target), _prefetches(op, target))
 
 
@@ -157,7 +156,10 @@ def _emit(lw, node, binds) -> None:
     bps, sps, zps = column_pointers(lw, fmt, [(b, j) for j in range(n)])
     base = lw.fresh("lut")
     lw.emit(f"const {lw.target.vtype} {base} = {v}::nibble_values({0 if fmt.zero else 8});")
-    scales = [_widened_scales(lw, fmt, k // G, sps[j], zps[j] if zps else None) for j in range(n)] if sps else []
+    if sps:
+        scales = [_widened_scales(lw, fmt, k // G, sps[j], zps[j] if zps else None) for j in range(n)]
+    else:
+        scales = [_widened_block_scales(lw, fmt, bps[j], k // G) for j in range(n)]
     accs = [[[lw.fresh("acc") for _ in range(2 * chains)] for _ in range(n)] for _ in range(m)]
     lw.emit(f"{lw.target.vtype} " + ", ".join(f"{x} = {v}::zero()" for row in accs for col in row for x in col) + ";")
     streamed = _streamed(op, lw.target)
@@ -166,7 +168,7 @@ def _emit(lw, node, binds) -> None:
     odds = _odds_offset(lw, a) if strips else None
 
     def group(g: str, trip_head) -> None:
-        tables = [_table(lw, fmt, base, bps[j], scales[j] if scales else None, g) for j in range(n)]
+        tables = [_table(lw, base, scales[j], g) for j in range(n)]
         slots = step_slots(lw, b, last, k, n, g, k // G, n) if streamed else None
         _chunks(lw, fmt, accs, aps, (bps, tables, lookup), odds, g, G, chains, trip_head, slots)
 
@@ -187,13 +189,23 @@ def _widened_scales(lw, fmt, groups: int, sp: str, zp: str | None) -> tuple[str,
     return s, zs
 
 
-def _table(lw, fmt, base: str, bp: str, scales, g: str) -> str:
+def _widened_block_scales(lw, fmt, bp: str, groups: int) -> tuple[str, None]:
+    """q4_0: the fp16 d of the column's blocks as f32 in an array on the stack, gathered once per call. Each
+    group's broadcast and conversion (shuffle port, per column) kept the kernel compute-bound, as slow from L3 as
+    from DRAM: 1x2048x16384, one thread, Emerald Rapids, one process, interleaved rounds, per group 2148 us from
+    L3 against 1681 gathered; from DRAM 2446 / 2605 / 3075 against 2293 / 2588 / 2868 (three runs; read sweeps
+    1430 / 1569 / 1716). (scales, None) as _widened_scales'."""
+    s = lw.fresh("sc")
+    lw.emit(f"float {s}[{groups}];")
+    lw.emit(f"{lw.v}::widen_block_scales({bp}, {fmt.unit_size}, {groups}, {s});")  # a block's bytes
+    return s, None
+
+
+def _table(lw, base: str, scales, g: str) -> str:
     """The column's table for group g: s * (q - z) for q = 0..15 (base: q - 8, or q with zero points, where
     s * q - z * s is exact for 16-bit scales)."""
     v, t = lw.v, lw.fresh("tab")
-    if scales is None:  # q4_0: the block's fp16 d
-        value = f"{v}::mul({base}, {scale_vector(lw, fmt, bp, '', g)})"
-    elif scales[1]:
+    if scales[1]:
         value = f"{v}::fmsub({base}, {v}::bcast({scales[0]}[{g}]), {v}::bcast({scales[1]}[{g}]))"
     else:
         value = f"{v}::mul({base}, {v}::bcast({scales[0]}[{g}]))"
