@@ -1,0 +1,90 @@
+// Issue 21: two generated q4_0 GEMV kernels (f32 activations, 1x2048x16384, ggml's Q4_0 blocks) and a read sweep
+// of the same bytes, timed in interleaved rounds in one process, so that a change to the kernel is judged against
+// the old one and against the memory under the same load (the VM's speed drifts by a third within hours). COPIES
+// weight copies are rotated call by call (20: from DRAM; 1: 18 MiB, from L3), each round times the three in a
+// random order, a round's figure is the median of 3 calls, the report the median (and quartiles) over rounds. The
+// two kernels' outputs must be bit-identical (a change of instructions, not of arithmetic) or it stops.
+// Emerald Rapids VM (family 6 model 207), one thread, 2026-11-30: per-group scale conversion (qa) against the
+// gathered scales of 2273e52 (qb): from DRAM 2446 / 2605 / 3075 against 2293 / 2588 / 2868 us (sweep 1430 / 1569 /
+// 1716); from L3 2148 against 1681 (sweep 735).
+// Build and run (from the repository root; OLD and NEW: two checkouts, each with its .venv):
+//   OLD/.venv/bin/morello-build synth "matmul 1x2048x16384 b=q4_0:col" --threads 1 --name qa -o /tmp/qa.hpp
+//   NEW/.venv/bin/morello-build synth "matmul 1x2048x16384 b=q4_0:col" --threads 1 --name qb -o /tmp/qb.hpp
+//   g++ -O2 -std=c++17 -march=native -I/tmp bench/experiments/q4_0_lut_ab.cpp -lpthread -o /tmp/q4_0_ab
+//   taskset -c 1 /tmp/q4_0_ab 20 41; taskset -c 1 /tmp/q4_0_ab 1 31        (COPIES ROUNDS)
+#include <immintrin.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "qa.hpp"
+#include "qb.hpp"
+
+constexpr int K = 2048, N = 16384;
+constexpr size_t BYTES = size_t(N) * (K / 32) * 18;  // 18 bytes a block: fp16 d, 16 bytes of nibbles
+volatile long long sink;
+
+__attribute__((target("avx2"))) static long long sweep(const uint8_t* p, size_t bytes) {
+  __m256i s0 = _mm256_setzero_si256(), s1 = s0;
+  for (size_t i = 0; i + 64 <= bytes; i += 64) {
+    s0 = _mm256_add_epi64(s0, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i)));
+    s1 = _mm256_add_epi64(s1, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i + 32)));
+  }
+  long long lanes[4];
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(lanes), _mm256_add_epi64(s0, s1));
+  return lanes[0] + lanes[1] + lanes[2] + lanes[3];
+}
+
+int main(int argc, char** argv) {
+  const int copies = argc > 1 ? atoi(argv[1]) : 20, rounds = argc > 2 ? atoi(argv[2]) : 41;
+  if (copies < 1 || rounds < 1) {
+    std::fprintf(stderr, "usage: q4_0_ab COPIES ROUNDS (both at least 1)\n");
+    return 2;
+  }
+  std::mt19937 rng(7);
+  std::vector<float> a(K), c[2] = {std::vector<float>(N), std::vector<float>(N)};
+  for (auto& x : a) x = std::uniform_real_distribution<float>(-1, 1)(rng);
+  std::vector<std::vector<uint8_t>> w(copies, std::vector<uint8_t>(BYTES));
+  for (auto& copy : w)
+    for (size_t i = 0; i < BYTES; i += 18) {
+      const uint16_t d = uint16_t(0x2C00 + rng() % 0x1000);  // positive halves of moderate size
+      std::memcpy(&copy[i], &d, 2);
+      for (int j = 2; j < 18; ++j) copy[i + j] = uint8_t(rng());
+    }
+  morello::qa(a.data(), w[0].data(), c[0].data());
+  morello::qb(a.data(), w[0].data(), c[1].data());
+  if (std::memcmp(c[0].data(), c[1].data(), sizeof(float) * N)) {
+    std::printf("the two kernels' outputs differ\n");
+    return 1;
+  }
+  std::vector<double> t[3];
+  int order[3] = {0, 1, 2}, cp = 0;
+  for (int r = 0; r < rounds; ++r) {
+    std::shuffle(order, order + 3, rng);
+    for (int o : order) {
+      double ts[3];
+      for (double& x : ts) {
+        cp = (cp + 1) % copies;
+        const auto t0 = std::chrono::steady_clock::now();
+        if (o == 0) morello::qa(a.data(), w[cp].data(), c[0].data());
+        else if (o == 1) morello::qb(a.data(), w[cp].data(), c[1].data());
+        else sink = sweep(w[cp].data(), BYTES);
+        x = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+      }
+      std::sort(ts, ts + 3);
+      t[o].push_back(ts[1]);
+    }
+  }
+  const char* names[3] = {"qa   ", "qb   ", "sweep"};
+  for (int o = 0; o < 3; ++o) {
+    std::sort(t[o].begin(), t[o].end());
+    const size_t n = t[o].size();
+    std::printf("%s median %.0f us (p25 %.0f, p75 %.0f)\n", names[o], t[o][n / 2], t[o][n / 4], t[o][3 * n / 4]);
+  }
+}
