@@ -129,6 +129,32 @@ def scale_features(fmt, cols: int, groups: int) -> Features:
     )
 
 
+def gathers_block_scales(fmt, k: int, target) -> bool:
+    """Whether dot_quant widens the fp16 d of ggml's blocks (q8_0, q4_0) into an f32 array once per call
+    (widened_block_scales) instead of broadcasting and converting each group's per column: on AVX-512 (a
+    16-lane gather), with several groups. Each group's conversion took the shuffle port beside the widening:
+    1x2048x16384 q8_0, one thread, Emerald Rapids, one process (bench/experiments/block_gemv_ab.cpp -DBLOCK_BYTES=34,
+    41 rounds, three runs): from DRAM 3076 / 3214 / 3138 -> 2905 / 3133 / 2973 us (read sweeps 2657 / 2769 / 2755),
+    from L3 2359 -> 2081; outputs bit-identical."""
+    return bool(fmt.block) and fmt.header == "f16" and target.lanes == 16 and k // fmt.group > 1
+
+
+def widened_block_scales(lw, fmt, bp: str, groups: int) -> str:
+    """The fp16 d of the column's ``groups`` blocks as f32 in an array on the stack (its name), gathered once
+    per call, 16 a step: a group's scale is then a broadcast load."""
+    s = lw.fresh("sc")
+    lw.emit(f"float {s}[{groups}];")
+    lw.emit(f"{lw.v}::widen_block_scales({bp}, {fmt.unit_size}, {groups}, {s});")  # a block's bytes apart
+    return s
+
+
+def block_scale_features(cols: int, groups: int) -> Features:
+    """widened_block_scales for ``cols`` columns (per 16 groups a gather of 16 loads, a narrowing, a conversion
+    and a store), then a broadcast load per group and column."""
+    steps = cols * ceil(groups / 16)
+    return Features.of(vec_load=cols * groups + 16 * steps, vec_shuffle=steps, vec_op=2 * steps, vec_store=steps)
+
+
 def short_columns(op, target) -> Features:
     """``gl_short_run`` per B column that the kernel reads side by side with others when a column is shorter
     than a page: each is a short stream the prefetchers learn afresh (formats pack K values into few bytes:
@@ -159,7 +185,9 @@ def _cost(op, target, cols: int | None = None):
     )
     streamed = cols is None and streams_by_group(op.b, k, target)
     feats += zero_sum_features(fmt, k, W)
-    return feats + scale_features(fmt, n, groups) + column_reads(op, target, streamed, _prefetches(op, target, cols))
+    gathered = cols is None and gathers_block_scales(fmt, k, target)  # the pair (cols) converts per group
+    feats += block_scale_features(n, groups) if gathered else scale_features(fmt, n, groups)
+    return feats + column_reads(op, target, streamed, _prefetches(op, target, cols))
 
 
 def column_reads(op, target, streamed: bool, plan, next_loads: Features | None = None) -> Features:
@@ -303,7 +331,10 @@ def _emit(lw, node, binds) -> None:
     else:
         accs = _zeroed(lw, [[lw.fresh("acc")] for _ in range(n)])
         stream = (b, [bps[-1]] + sps[-1:] + zps[-1:]) if streams_by_group(op.b, k, lw.target) else None
-        _grouped(lw, fmt, [col[0] for col in accs], ap, bps, sps, zps, k, u, _prefetch_head(lw, op, bps), stream)
+        gathered = gathers_block_scales(fmt, k, lw.target)
+        scales = [widened_block_scales(lw, fmt, bp, k // fmt.group) for bp in bps] if gathered else None
+        prefetch = _prefetch_head(lw, op, bps)
+        _grouped(lw, fmt, [col[0] for col in accs], ap, bps, sps, zps, k, u, prefetch, stream, scales)
         accs = [col[0] for col in accs]
     for j, acc in enumerate(accs):
         lw.emit(f"{lw.elem(c, (0, 0, j))} += {v}::hsum({acc});")
@@ -409,10 +440,11 @@ def group_loop(lw, fmt, k: int, prefetch, body):
     return out
 
 
-def _grouped(lw, fmt, accs, ap, bps, sps, zps, k, u, prefetch=(None, False), stream=None) -> None:
+def _grouped(lw, fmt, accs, ap, bps, sps, zps, k, u, prefetch=(None, False), stream=None, scales=None) -> None:
     """Formats with scales: per group (group_loop, which places ``prefetch``, prefetch_head's), unscaled
     partial sums over u chains, then acc += partial * scale. ``stream``: B's binding and its last column's
-    pointers, where the kernel prefetches the columns after it, a share per group (step_slots)."""
+    pointers, where the kernel prefetches the columns after it, a share per group (step_slots). ``scales``:
+    the columns' block scales widened into f32 arrays (widened_block_scales), else converted per group."""
     vt, v = lw.target.vtype, lw.v
     hoist = hoists_zero(fmt, k, lw.W)
 
@@ -439,7 +471,8 @@ def _grouped(lw, fmt, accs, ap, bps, sps, zps, k, u, prefetch=(None, False), str
             total = pairwise_sum(lw, col)
             if hoist:  # sum a (q - z) = sum a q - z sum a
                 total = f"{v}::fma({asum}, {v}::bcast(-float({zeros[j]})), {total})"
-            lw.emit(f"{acc} = {v}::fma({total}, {scale_vector(lw, fmt, bp, sp, g)}, {acc});")
+            scale = f"{v}::bcast({scales[j]}[{g}])" if scales else scale_vector(lw, fmt, bp, sp, g)
+            lw.emit(f"{acc} = {v}::fma({total}, {scale}, {acc});")
 
     group_loop(lw, fmt, k, prefetch, group)
 

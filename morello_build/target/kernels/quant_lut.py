@@ -38,6 +38,7 @@ from morello_build.target.kernels.common import F32, KernelDef, check_dot_operan
 from morello_build.target.kernels.dot import dot_shape
 from morello_build.target.kernels.quant import (
     _i4_at,
+    block_scale_features,
     chunk_loop,
     column_pointers,
     column_reads,
@@ -45,6 +46,7 @@ from morello_build.target.kernels.quant import (
     group_size,
     prefetch_head,
     prefetch_plan,
+    widened_block_scales,
 )
 from morello_build.target.kernels.quant_int_prefetch import step_slots, streams_by_group
 from morello_build.target.kernels.rows import sets_hold_rows
@@ -108,11 +110,10 @@ def _cost(op, target) -> Features:
     G = group_size(fmt, k)
     groups, broadcast = k // G, _broadcast_lookup(op, target)
     chunks = groups * ceil(G / CHUNK)
-    widen_steps = n * ceil(groups / 16)
-    widen_loads = 1 + fmt.zero if fmt.scales else 16
+    widen_steps = n * ceil(groups / 16) if fmt.scales else 0
     feats = Features.of(
-        vec_load=chunks * (2 * m + n) + groups * n * (1 + fmt.zero) + widen_steps * widen_loads,
-        vec_shuffle=chunks * (2 * n + (2 * m if broadcast else n)) + (0 if fmt.scales else widen_steps),
+        vec_load=chunks * (2 * m + n) + groups * n * (1 + fmt.zero) * bool(fmt.scales) + widen_steps * (1 + fmt.zero),
+        vec_shuffle=chunks * (2 * n + (2 * m if broadcast else n)),
         vec_op=chunks * n * (2 if broadcast else 1) + widen_steps * (2 + 3 * fmt.zero),
         vec_store=widen_steps * (1 + fmt.zero),
         vec_fma=chunks * m * n * 2 + groups * n,
@@ -120,6 +121,7 @@ def _cost(op, target) -> Features:
         hsum=m * n,
         loop_iter=groups if groups > 1 else 0,
     )
+    feats += Features() if fmt.scales else block_scale_features(n, groups)  # q4_0's blocks' d
     return feats + column_reads(op, target, _streamed(op, target), _prefetches(op, target))
 
 
@@ -159,7 +161,7 @@ def _emit(lw, node, binds) -> None:
     if sps:
         scales = [_widened_scales(lw, fmt, k // G, sps[j], zps[j] if zps else None) for j in range(n)]
     else:
-        scales = [_widened_block_scales(lw, fmt, bps[j], k // G) for j in range(n)]
+        scales = [(widened_block_scales(lw, fmt, bps[j], k // G), None) for j in range(n)]
     accs = [[[lw.fresh("acc") for _ in range(2 * chains)] for _ in range(n)] for _ in range(m)]
     lw.emit(f"{lw.target.vtype} " + ", ".join(f"{x} = {v}::zero()" for row in accs for col in row for x in col) + ";")
     streamed = _streamed(op, lw.target)
@@ -187,18 +189,6 @@ def _widened_scales(lw, fmt, groups: int, sp: str, zp: str | None) -> tuple[str,
     bf16 = "true" if fmt.scales == "bf16" else "false"
     lw.emit(f"{lw.v}::widen_scales({sp}, {zp or 'nullptr'}, {groups}, {bf16}, {s}, {zs or 'nullptr'});")
     return s, zs
-
-
-def _widened_block_scales(lw, fmt, bp: str, groups: int) -> tuple[str, None]:
-    """q4_0: the fp16 d of the column's blocks as f32 in an array on the stack, gathered once per call. Each
-    group's broadcast and conversion (shuffle port, per column) kept the kernel compute-bound, as slow from L3 as
-    from DRAM: 1x2048x16384, one thread, Emerald Rapids, one process, interleaved rounds, per group 2148 us from
-    L3 against 1681 gathered; from DRAM 2446 / 2605 / 3075 against 2293 / 2588 / 2868 (three runs; read sweeps
-    1430 / 1569 / 1716). (scales, None) as _widened_scales'."""
-    s = lw.fresh("sc")
-    lw.emit(f"float {s}[{groups}];")
-    lw.emit(f"{lw.v}::widen_block_scales({bp}, {fmt.unit_size}, {groups}, {s});")  # a block's bytes
-    return s, None
 
 
 def _table(lw, base: str, scales, g: str) -> str:

@@ -1,7 +1,7 @@
-// Issue 21: two generated q4_0 GEMV kernels (f32 activations, 1x2048x16384, ggml's Q4_0 blocks) and a read sweep
-// of the same bytes, timed in interleaved rounds in one process, so that a change to the kernel is judged against
+// Issue 21: two generated GEMV kernels over ggml's blocks (1x2048x16384, Q4_0 or, with -DBLOCK_BYTES=34, Q8_0;
+// any activations) and a read sweep of the same bytes, timed in interleaved rounds in one process, so that a change to the kernel is judged against
 // the old one and against the memory under the same load (the VM's speed drifts by a third within hours). COPIES
-// weight copies are rotated call by call (20: from DRAM; 1: 18 MiB, from L3), each round times the three in a
+// weight copies are rotated call by call (20: from DRAM; 1: 18 MiB of Q4_0, from L3), each round times the three in a
 // random order, a round's figure is the median of 3 calls, the report the median (and quartiles) over rounds. The
 // two kernels' outputs must be bit-identical (a change of instructions, not of arithmetic) or it stops.
 // Emerald Rapids VM (family 6 model 207), one thread, 2026-11-30: per-group scale conversion (qa) against the
@@ -10,8 +10,8 @@
 // Build and run (from the repository root; OLD and NEW: two checkouts, each with its .venv):
 //   OLD/.venv/bin/morello-build synth "matmul 1x2048x16384 b=q4_0:col" --threads 1 --name qa -o /tmp/qa.hpp
 //   NEW/.venv/bin/morello-build synth "matmul 1x2048x16384 b=q4_0:col" --threads 1 --name qb -o /tmp/qb.hpp
-//   g++ -O2 -std=c++17 -march=native -I/tmp bench/experiments/q4_0_lut_ab.cpp -lpthread -o /tmp/q4_0_ab
-//   taskset -c 1 /tmp/q4_0_ab 20 41; taskset -c 1 /tmp/q4_0_ab 1 31        (COPIES ROUNDS)
+//   g++ -O2 -std=c++17 -march=native -I/tmp bench/experiments/block_gemv_ab.cpp -lpthread -o /tmp/block_ab
+//   taskset -c 1 /tmp/block_ab 20 41; taskset -c 1 /tmp/block_ab 1 31        (COPIES ROUNDS)
 #include <immintrin.h>
 
 #include <algorithm>
@@ -27,7 +27,10 @@
 #include "qb.hpp"
 
 constexpr int K = 2048, N = 16384;
-constexpr size_t BYTES = size_t(N) * (K / 32) * 18;  // 18 bytes a block: fp16 d, 16 bytes of nibbles
+#ifndef BLOCK_BYTES
+#define BLOCK_BYTES 18  // Q4_0: fp16 d, 16 bytes of nibbles; Q8_0: 34 (d, 32 int8)
+#endif
+constexpr size_t BYTES = size_t(N) * (K / 32) * BLOCK_BYTES;
 volatile long long sink;
 
 __attribute__((target("avx2"))) static long long sweep(const uint8_t* p, size_t bytes) {
@@ -44,7 +47,7 @@ __attribute__((target("avx2"))) static long long sweep(const uint8_t* p, size_t 
 int main(int argc, char** argv) {
   const int copies = argc > 1 ? atoi(argv[1]) : 20, rounds = argc > 2 ? atoi(argv[2]) : 41;
   if (copies < 1 || rounds < 1) {
-    std::fprintf(stderr, "usage: q4_0_ab COPIES ROUNDS (both at least 1)\n");
+    std::fprintf(stderr, "usage: block_ab COPIES ROUNDS (both at least 1)\n");
     return 2;
   }
   std::mt19937 rng(7);
@@ -52,10 +55,10 @@ int main(int argc, char** argv) {
   for (auto& x : a) x = std::uniform_real_distribution<float>(-1, 1)(rng);
   std::vector<std::vector<uint8_t>> w(copies, std::vector<uint8_t>(BYTES));
   for (auto& copy : w)
-    for (size_t i = 0; i < BYTES; i += 18) {
+    for (size_t i = 0; i < BYTES; i += BLOCK_BYTES) {
       const uint16_t d = uint16_t(0x2C00 + rng() % 0x1000);  // positive halves of moderate size
       std::memcpy(&copy[i], &d, 2);
-      for (int j = 2; j < 18; ++j) copy[i + j] = uint8_t(rng());
+      for (int j = 2; j < BLOCK_BYTES; ++j) copy[i + j] = uint8_t(rng());
     }
   morello::qa(a.data(), w[0].data(), c[0].data());
   morello::qb(a.data(), w[0].data(), c[1].data());
