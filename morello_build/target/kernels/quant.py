@@ -4,7 +4,8 @@ f32) · B (Kxn, each column's K values in the format), dequantized in registers.
 Each format's bytes become f32 lanes through one ISA helper per chunk (``mv::load_i8``, ``load_q4``,
 ``load_i4``, ``load_f16``, ``load_e4m3``: templates/isa_*.hpp.j2; i4 and Q4_0 can subtract their zero point or
 8 in the integer lanes), and each group's scale becomes a vector once per group (``mv::bscale_f32``,
-``bscale_bf16``, ``bscale_f16``: F16C for ggml's fp16 d). Formats with scales run group by group: a group's
+``bscale_bf16``, ``bscale_f16``: F16C for ggml's fp16 d; on AVX-512 a column's d are gathered into an f32 array
+once per call instead, ``gathers_block_scales``). Formats with scales run group by group: a group's
 partial dot products accumulate unscaled, then one FMA per column adds the partial sum times the group's
 scale into the column's accumulator. A zero point (Q4_0's 8, i4's z or 8, i8's and gemma_i8's z) is taken off
 once per group and column as z times the group's sum of A (``hoists_zero``: sum a (q - z) = sum a q - z sum a;
