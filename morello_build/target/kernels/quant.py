@@ -150,10 +150,10 @@ def widened_block_scales(lw, fmt, bp: str, groups: int) -> str:
 
 
 def block_scale_features(cols: int, groups: int) -> Features:
-    """widened_block_scales for ``cols`` columns (per 16 groups a gather of 16 loads, a narrowing, a conversion
-    and a store), then a broadcast load per group and column."""
+    """widened_block_scales for ``cols`` columns (per 16 groups a gather, a load per lane it fills, a narrowing, a
+    conversion and a store), then a broadcast load per group and column."""
     steps = cols * ceil(groups / 16)
-    return Features.of(vec_load=cols * groups + 16 * steps, vec_shuffle=steps, vec_op=2 * steps, vec_store=steps)
+    return Features.of(vec_load=2 * cols * groups, vec_shuffle=steps, vec_op=2 * steps, vec_store=steps)
 
 
 def short_columns(op, target) -> Features:

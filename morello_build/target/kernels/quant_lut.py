@@ -104,7 +104,7 @@ def _cost(op, target) -> Features:
     else a broadcast load), two shifts (zero-extended: one), two permutes (shuffles), and per row two FMAs
     into the output's chains, each waiting for the last of its chain. Per group and column the table: a
     broadcast load of the scale and a multiply, from the array the scales were widened into once per call, 16
-    a step (separate scales: a load and a conversion; q4_0's blocks: a gather of 16 loads, a narrowing and a
+    a step (separate scales: a load and a conversion; q4_0's blocks: a gather, a load a group, a narrowing and a
     conversion)."""
     fmt, (_, m, k, n) = op.b.dtype, op.iter_shape
     G = group_size(fmt, k)
