@@ -94,7 +94,8 @@ def pytest_collection_modifyitems(config, items):
     if os.environ.get("PYTEST_XDIST_WORKER"):
         ranks: dict = {}
         for item in items:  # a file's rank: its least (slow if any of its tests is)
-            ranks[item.path] = min(ranks.get(item.path, _rank(item)), _rank(item))
+            rank = _rank(item)
+            ranks[item.path] = min(ranks.get(item.path, rank), rank)
         items.sort(key=lambda item: ranks[item.path])
 
 
