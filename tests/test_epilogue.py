@@ -249,6 +249,35 @@ def test_bf16_dot_kernels_over_adjacent_columns_prefetch_the_next_ones_into_l2()
     assert l2 and len(l2) % 4 == 0 and all(", 16384 + (" in x for x in l2), l2  # 4 a kernel
 
 
+@pytest.mark.parametrize("lead", [0, 4096, 16384])
+def test_per_channel_dot_quant_streams_its_columns_a_lead_ahead(lead):
+    """dot_quant over per-channel columns (one group of K values) from main memory prefetches into L2, a share per
+    trip of its chunk loop, the columns after its kernel's (quant.trip_steps), whole kernels further on where
+    those are fewer bytes than stream_lead_bytes (quant_int_prefetch.kernels_ahead; 0: the next kernel's). One i8
+    column of 2048 a kernel, 1x2048x16384 from DRAM, Emerald Rapids: each column 512 bytes ahead into L1 read at
+    0.69 of a read sweep, the stream 4 KiB ahead 1.00."""
+    from dataclasses import replace
+
+    from morello_build.ir.impl import Kernel, walk
+
+    user = parse_spec("matmul 1x2048x64 b=i8:col group=channel scales=f32 serial")
+    base = get_target("avx512", threads=1)
+    target = replace(base, costs=replace(base.costs, stream_lead_bytes=lead))
+    impl, _ = synthesize(user.to_spec(), target)
+    ops = [n.spec.op for n in walk(impl) if isinstance(n, Kernel) and n.name == "dot_quant"]
+    assert ops and all(op.b.level == Level.GL for op in ops)
+    n = ops[0].iter_shape[3]
+    kernels = max(1, -(-lead // (2048 * n)))  # the next kernel's n columns, or as many kernels as make the lead
+    lines = emit_header(user, impl, target, name="k").splitlines()
+    values = [x for x in lines if "prefetch_l2_here(bp" in x]
+    assert not [x for x in lines if "::prefetch(" in x]
+    assert values and all(f", {2048 * (1 + (kernels - 1) * n)} + (" in x for x in values), values[:2]
+    chains = max(1, min(4, 8 // n))  # quant.chains: a trip reads chains x 16 values of each column
+    per = -(-(2048 * n // 64) // (2048 // 16 // chains))  # a trip's share of the n columns' lines
+    assert all(f") / {16 * chains} * {per} + " in x for x in values)
+    assert {x.split(f" * {per} + ")[1].split(")")[0] for x in values} == {str(i) for i in range(per)}
+
+
 @pytest.mark.parametrize("spec", ["matmul 1x200x24 b=bf16:col serial", "matmul 1x96x5 b=q8_0 serial"])
 def test_gemv_dot_kernels_read_b_from_main_memory_and_prefetch_it(spec):
     """A GEMV's B columns are read once: no cache view of them is offered (policy._view_pays), so its dot

@@ -54,6 +54,7 @@ SPECS = [
     # groups longer than 16 vectors: rolled loops over u chains per column, the rest and a ragged tail unrolled
     "matmul 1x200x3 b=i8:col group=channel scales=f32",
     "matmul 1x202x2 b=i4:col group=channel scales=f16 zero",
+    "matmul 1x520x3 b=i8:col group=channel scales=f32",  # rolled on AVX-512 too: the next columns streamed per trip
     "matmul 1x293x2 b=sfp:col",  # load_sfp2's rolled loop, a tail of at most W values
     "matmul 2x136x1 b=f16:col",  # dot_quant_rows' rolled loop
     "matmul 2x64x3 b=q8_0 batch=2",

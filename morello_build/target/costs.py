@@ -96,6 +96,11 @@ class CostTable:
     # 4 KiB; the same loads without the arithmetic, 1.13. A plain bf16 GEMV (1x2048x16384, one column per kernel):
     # 0.79 of the sweep without, 0.85 with 512 bytes (same process, loaded host).
     prefetch_bytes: int = 512
+    # How far ahead (bytes) the kernels that prefetch the next kernel's columns into L2 (quant_int_prefetch.step_slots)
+    # run at least: where a kernel's columns are fewer bytes, they prefetch columns further on. A parameter, not a
+    # price. One i8 column of 2048 values per kernel (1x2048x16384 from DRAM, one thread, Emerald Rapids VM,
+    # interleaved rounds of one process): prefetched 2 KiB ahead 0.81 of a read sweep, 4 KiB ahead 1.00.
+    stream_lead_bytes: int = 4096
     # Instructions the front end dispatches per cycle (the port rule's dispatch class, cost.parts); a
     # parameter, not a price. Zen 4 renames 6 macro-ops per cycle [microarch.py: AMD19-4].
     dispatch: int = 6

@@ -30,7 +30,8 @@ FILE_KEYS = {"morello_profile", "name", "date", "host", "base", "caches", "measu
 WIDTHS = {"32": 32, "64": 64}  # "widths": per vector width (bytes), costs that replace "costs" for that width
 CACHE_KEYS = {"l1d_bytes", "l1d_ways", "l2_bytes"}
 COST_FIELDS = {f.name: f.type for f in fields(CostTable)}
-MAY_BE_ZERO = {"prefetch_bytes", "vec_pipes", "stream_burst_bytes"}  # integer parameters where 0 means "off"
+# integer parameters where 0 means "off" (stream_lead_bytes: no lead beyond the next kernel's columns)
+MAY_BE_ZERO = {"prefetch_bytes", "vec_pipes", "stream_burst_bytes", "stream_lead_bytes"}
 SIGNED = ("gl_interleaved", "gl_two_streams")  # per-line adjustments to gl_line: at least -gl_line (tools/fit.py)
 
 

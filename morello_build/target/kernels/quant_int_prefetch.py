@@ -53,11 +53,20 @@ def streams_by_group(b, k: int, target) -> bool:
     return fmt.group > 1 and k // fmt.group > 1 and b.level == Level.GL and bool(target.costs.prefetch_bytes)
 
 
-def stream_reads(b, k: int, n: int) -> Features:
+def stream_reads(b, k: int, n: int, steps: int | None = None) -> Features:
     """B's n columns read as one stream (streams_by_group): their lines, and step_slots' prefetches over its
-    groups (a load each)."""
-    groups = k // b.dtype.group
-    return Features.of(vec_load=groups * prefetch_plan(b.dtype, k, n, steps=groups)[1]) + lines_read(b)
+    ``steps`` (default: its groups; a load each)."""
+    steps = steps or k // b.dtype.group
+    return Features.of(vec_load=steps * prefetch_plan(b.dtype, k, n, steps=steps)[1]) + lines_read(b)
+
+
+def kernels_ahead(b, k: int, n: int, target) -> int:
+    """How many kernels' columns ahead step_slots prefetches: the next kernel's, or as many further as the
+    stream needs to run ``stream_lead_bytes`` ahead of its loads (CostTable) where a kernel's columns are fewer
+    bytes. One i8 column of 2048 values per kernel (per-channel scales, 1x2048x16384 from DRAM, one thread,
+    Emerald Rapids): the next column, 2 KiB ahead, read at 0.81 of a read sweep, 4 KiB ahead at 1.00."""
+    ahead = n * column_bytes(b.dtype, k)
+    return max(1, -(-target.costs.stream_lead_bytes // ahead)) if ahead else 1
 
 
 def prefetch_slots(lw, b, cols, k: int, n: int, blk: str, slots: int, span: int = 2) -> list[list[str]]:
@@ -69,7 +78,7 @@ def step_slots(lw, b, last, k: int, n: int, step: str, steps: int, slots: int, j
     """Step ``step``'s (a C expression, 0..steps-1) share of the prefetches into L2 of the arrays after the
     kernel's last column (``last``: its pointers, _pointers' order, of B's binding ``b``; past the tile of a
     gated pair, the other B's next columns: ``jumps``, the bytes from the end of the columns to them, None for
-    the kernel's, Lowerer.kernel_streams), dealt out evenly over ``slots`` points
+    the kernel's, Lowerer.kernel_streams; without them, kernels_ahead's columns), dealt out evenly over ``slots`` points
     of the step's work (the kernels emit slot i after their i-th column's products): the statements of each
     slot. Into L2 (prefetcht1): they run a kernel's worth of columns (KiBs) ahead, and
     prefetches into L1 from DRAM hold the few L1 fill buffers that the demand loads need (a Golden Cove
@@ -84,9 +93,10 @@ def step_slots(lw, b, last, k: int, n: int, step: str, steps: int, slots: int, j
     if len(last) != len(sizes):  # every array's stream is prefetched (prefetch_plan's cost counts them all)
         raise lw.error(f"step_slots: {len(last)} pointers for {len(sizes)} arrays of {fmt.value}")
     jumps = (lw.stream_jumps(b) if jumps is None else jumps) or ()
+    further = 0 if jumps else kernels_ahead(b, k, n, lw.target) - 1  # kernels skipped: contiguous columns only
     stmts = []
     for i, (ptr, col_bytes, (lines, per)) in enumerate(zip(last, sizes, _stream_plan(fmt, k, n, steps))):
-        past = f"{col_bytes} + {jumps[i]}" if jumps else col_bytes
+        past = f"{col_bytes} + {jumps[i]}" if jumps else col_bytes * (1 + further * n)
         for u in range(per):
             line = f"{step} * {per} + {u}"
             if steps * per > lines:
