@@ -155,6 +155,25 @@ def test_calibration_chooses_the_prefetch_distance(tmp_path):
     assert get_target("avx2", profile=str(tmp_path / "p.json")).costs.prefetch_bytes == 512
 
 
+def test_calibration_chooses_the_stream_lead():
+    """The fastest lead of the i8 dot loop prefetching into L2, unless the base table's is within the noise of it;
+    a profile file carries it into the target (quant_int_prefetch.kernels_ahead)."""
+    # Emerald Rapids VM, 2026-11-30 (ns a line, spreads): 2 KiB short of the lead, 4 and 8 KiB alike
+    measured = {"stream_lead_2048": 6.110, "stream_lead_4096": 4.974, "stream_lead_8192": 4.772}
+    spreads = {"stream_lead_2048": 0.056, "stream_lead_4096": 0.032, "stream_lead_8192": 0.061}
+    assert fit.stream_lead_bytes(measured, spreads, base=4096) == 4096  # within 8 KiB's spread of the fastest
+    assert fit.stream_lead_bytes(measured, spreads, base=2048) == 8192  # a base told apart from the fastest
+    assert fit.stream_lead_bytes(measured | {"stream_lead_8192": 4.4}, spreads, base=4096) == 8192
+    assert fit.stream_lead_bytes({"stream_lead_4096": 5.0}) is None  # not every lead measured
+    samples = samples_from(synthetic_cycles(TRUE) | {m: c / 0.25 for m, c in measured.items()})
+    data = calibrate.profile_data(calibrate.summarize(samples, threads=2, max_spread=0.25), HOST, "zen3", 1.0)
+    assert data["costs"]["stream_lead_bytes"] == 8192  # 4% faster than 4 KiB, measured within 1%: told apart
+    assert data["measurements"]["stream_lead_2048"]["unit"] == fit.STREAM_LEAD_UNIT
+    data["costs"]["stream_lead_bytes"] = 16384
+    profile = profiles.parse(data)
+    assert profile.table(32).stream_lead_bytes == 16384 and profile.table(64).stream_lead_bytes == 16384
+
+
 def test_noisy_measurements_refuse_the_fit():
     samples = samples_from(synthetic_cycles(TRUE))
     samples["dram_line"] = [10.0, 20.0, 30.0, 40.0, 50.0]
@@ -316,6 +335,7 @@ def test_calibrate_quick_runs_the_benchmarks(tmp_path, capsys):
     if os.cpu_count() and os.cpu_count() > 1:  # the headers' own pool, called back to back
         assert data["measurements"]["parallel_round"]["median_ns"] > 0
     assert data["costs"]["prefetch_bytes"] in fit.PREFETCH_ROWS.values()
+    assert data["costs"]["stream_lead_bytes"] in fit.STREAM_LEAD_ROWS.values()
     lo, hi = calibrate.FMA_LATENCY_CYCLES
     assert lo <= data["measurements"]["fma_lat_256"]["cycles"] <= hi  # the clock is a cycle
     assert profiles.load_file(out).name.startswith("calibrated: ")

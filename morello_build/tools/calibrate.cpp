@@ -213,6 +213,65 @@ __attribute__((target("avx2,fma"), noinline)) static double dot_ns_per_line(cons
   return t * 1e9 / ((double)(end / step) * cols * (col / 16));
 }
 
+// An i8 GEMV's dot loop over DRAM as dot_quant runs it (per 64-byte line: sign-extend its bytes, convert them and
+// FMA them with A's from L1, 16 a vector on AVX-512, else 8), prefetching into L2 (T1, as step_slots' prefetches of
+// the next kernel's columns) `lead` bytes ahead once per line: ns per line. Chooses CostTable.stream_lead_bytes
+// (tools/fit.py STREAM_LEAD_ROWS): where the lead is short the loads wait for DRAM (Emerald Rapids VM, AVX-512,
+// 2026-11-30: 6.1 ns a line at 2 KiB, 5.0 at 4 KiB, 4.8 at 8; dram_line's read 4.6; without the prefetch ~9).
+__attribute__((target("avx512f,avx512bw"), noinline)) static double lead512_ns_per_line(const int8_t* p, size_t bytes,
+                                                                                         const float* a, size_t lead) {
+  __m512 c0 = _mm512_setzero_ps(), c1 = c0, c2 = c0, c3 = c0;
+  const size_t end = bytes / 2048 * 2048;
+  const unsigned csr = _mm_getcsr();
+  _mm_setcsr(csr | 0x8040);  // flush denormals (A's random bits): no microcode assists in the timing
+  auto fma16 = [](const int8_t* b, const float* q, __m512 c) __attribute__((target("avx512f,avx512bw"))) {
+    const __m128i x = _mm_load_si128(reinterpret_cast<const __m128i*>(b));
+    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(x)), _mm512_load_ps(q), c);
+  };
+  double t0 = now();
+  for (size_t i = 0; i < end; i += 64) {
+    const int8_t* b = p + i;
+    _mm_prefetch(reinterpret_cast<const char*>(b + lead), _MM_HINT_T1);
+    const float* q = a + i % 2048;
+    c0 = fma16(b, q, c0);
+    c1 = fma16(b + 16, q + 16, c1);
+    c2 = fma16(b + 32, q + 32, c2);
+    c3 = fma16(b + 48, q + 48, c3);
+  }
+  double t = now() - t0;
+  _mm_setcsr(csr);
+  g_sink = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(c0, c1), _mm512_add_ps(c2, c3)));
+  return t * 1e9 / (double)(end / 64);
+}
+
+__attribute__((target("avx2,fma"), noinline)) static double lead256_ns_per_line(const int8_t* p, size_t bytes,
+                                                                                 const float* a, size_t lead) {
+  __m256 c0 = _mm256_setzero_ps(), c1 = c0, c2 = c0, c3 = c0;  // named: GCC kept an array's chains in memory
+  const size_t end = bytes / 2048 * 2048;
+  const unsigned csr = _mm_getcsr();
+  _mm_setcsr(csr | 0x8040);  // flush denormals (A's random bits): no microcode assists in the timing
+  auto fma8 = [](const int8_t* b, const float* q, __m256 c) __attribute__((target("avx2,fma"))) {
+    const __m128i x = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b));
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(x)), _mm256_load_ps(q), c);
+  };
+  double t0 = now();
+  for (size_t i = 0; i < end; i += 64) {
+    const int8_t* b = p + i;
+    _mm_prefetch(reinterpret_cast<const char*>(b + lead), _MM_HINT_T1);
+    const float* q = a + i % 2048;
+    for (int j = 0; j < 64; j += 32) {
+      c0 = fma8(b + j, q + j, c0);
+      c1 = fma8(b + j + 8, q + j + 8, c1);
+      c2 = fma8(b + j + 16, q + j + 16, c2);
+      c3 = fma8(b + j + 24, q + j + 24, c3);
+    }
+  }
+  double t = now() - t0;
+  _mm_setcsr(csr);
+  g_sink = _mm256_cvtss_f32(_mm256_add_ps(_mm256_add_ps(c0, c1), _mm256_add_ps(c2, c3)));
+  return t * 1e9 / (double)(end / 64);
+}
+
 // -- the generated headers' own pool (the runtime's ThreadPool; calibrate.py renders its header, whose namespace
 // MORELLO_CALIBRATE_NS names): ns per parallel call of one empty task per thread, made back to back as engines
 // call kernels, so its workers are still spinning when the next call comes (the pool's spin_time()). -----------
@@ -310,6 +369,15 @@ int main(int argc, char** argv) {
       if (!want(name.c_str())) continue;
       auto dot = [&, p = big()] { return dot_ns_per_line(p, dram_floats, dot_a, ahead); };
       std::printf("%s %.6f\n", name.c_str(), best(dot, 3));
+    }
+    for (size_t lead : {2048, 4096, 8192}) {
+      const std::string name = "stream_lead_" + std::to_string(lead);
+      if (!want(name.c_str())) continue;
+      const int8_t* bytes = reinterpret_cast<const int8_t*>(big());
+      auto dot = [&] {
+        return avx512 ? lead512_ns_per_line(bytes, dram, dot_a, lead) : lead256_ns_per_line(bytes, dram, dot_a, lead);
+      };
+      std::printf("%s %.6f\n", name.c_str(), best(dot, 2));
     }
     // the same loop over several streams, 1 KiB ahead in all (each stream its share, as the kernels prefetch)
     MEASURE("two_streams_line", best([&, p = big()] { return dot_ns_per_line(p, dram_floats, dot_a, 512, 2, true); }, 3));

@@ -30,7 +30,7 @@ RUNTIME_NAMESPACE = "morello_calibrate_rt"  # the generated headers' runtime, ti
 # Seconds within which calibrate runs its noisy benchmarks again (samples pooled) while a median is too uncertain:
 # a busy moment of a shared host spoils a few repetitions of one run, which more samples outvote (a run takes
 # ~7 s on a 2-vCPU Zen 3 VM; there, in a noisy hour of 2026-11-29, single runs refused 6 calibrations of 6 and
-# pooled ones, alternated with them, fitted 3 of 6). The first run measures everything (34 s on a 2-vCPU Emerald
+# pooled ones, alternated with them, fitted 3 of 6). The first run measures everything (34-38 s on a 2-vCPU Emerald
 # Rapids VM, whose 300 MiB L3 makes the DRAM buffers 1.2 GiB); later ones only the noisy measurements (the L1 ones:
 # under a second). Issue 20: <= 60 s.
 MEASURE_BUDGET_S = 45
@@ -38,6 +38,7 @@ MEASURE_BUDGET_S = 45
 # reruns take the others first (calibrate.cpp fills the buffer only for a measurement that reads it).
 READS_DRAM = {"dram_line", "dram_line_all", "short_run", "two_streams_line", "interleaved_line"}
 READS_DRAM |= {f"prefetch_{ahead}" for ahead in (0, 256, 512, 1024, 2048)}
+READS_DRAM |= {f"stream_lead_{lead}" for lead in (2048, 4096, 8192)}
 RERUN_S = 2.0  # the least time left worth a run again (runs again stop repeating at the budget's end)
 
 
@@ -141,7 +142,7 @@ def measured(name: str, threads: int) -> bool:
 def summarize(samples: dict[str, list[float]], threads: int, max_spread: float, runs: int = 1) -> dict[str, dict]:
     """Per measurement: median ns, spread, cycles per unit; a UserError when one is too noisy to fit (after
     ``runs`` runs of the benchmarks, pooled)."""
-    from morello_build.tools.fit import CLOCK, PREFETCH_ROWS, PREFETCH_UNIT, ROWS, STREAM_ROWS, WIDTH_ROWS
+    from morello_build.tools.fit import CLOCK, units
 
     if CLOCK not in samples or not samples[CLOCK]:
         raise UserError("calibrate: no clock measurement")
@@ -150,9 +151,7 @@ def summarize(samples: dict[str, list[float]], threads: int, max_spread: float, 
     for name, values in samples.items():
         if not measured(name, threads):
             continue
-        unit = ROWS[name][0] if name in ROWS else WIDTH_ROWS[name][0] if name in WIDTH_ROWS else "one cycle"
-        unit = PREFETCH_UNIT if name in PREFETCH_ROWS else STREAM_ROWS[name][0] if name in STREAM_ROWS else unit
-        med = median(values)
+        med, unit = median(values), units().get(name, "one cycle")
         out[name] = dict(unit=unit, median_ns=round(med, 4), spread=round(spread(values), 4), reps=len(values))
         out[name]["uncertainty"] = round(uncertainty(values), 4)
         out[name]["cycles"] = round(med / clock, 4)
@@ -186,14 +185,16 @@ def check_clock(out: dict[str, dict]) -> None:
 def profile_data(measurements: dict[str, dict], host, base: str, seconds: float) -> dict:
     """The profile file's contents (target/profiles.py FILE_KEYS)."""
     from morello_build.target.profiles import base_profile
-    from morello_build.tools.fit import CLOCK, WIDTH_ROWS, fit, prefetch_bytes
+    from morello_build.tools.fit import CLOCK, WIDTH_ROWS, fit, prefetch_bytes, stream_lead_bytes
 
     cycles = {n: m["cycles"] for n, m in measurements.items() if n != CLOCK}
     result = fit(cycles)
     costs = dict(result.costs)
-    spreads = {n: m["spread"] for n, m in measurements.items()}
-    if (ahead := prefetch_bytes(cycles, spreads, base_profile(base).table(0).prefetch_bytes)) is not None:
+    spreads, table = {n: m["spread"] for n, m in measurements.items()}, base_profile(base).table(0)
+    if (ahead := prefetch_bytes(cycles, spreads, table.prefetch_bytes)) is not None:
         costs["prefetch_bytes"] = ahead
+    if (lead := stream_lead_bytes(cycles, spreads, table.stream_lead_bytes)) is not None:
+        costs["stream_lead_bytes"] = lead
     widths: dict[str, dict[str, float]] = {}
     for name, (_, width, feature) in WIDTH_ROWS.items():
         if name in cycles:

@@ -47,6 +47,17 @@ STREAM_REFERENCE = "prefetch_1024"
 PREFETCH_ROWS: dict[str, int] = {f"prefetch_{d}": d for d in (0, 256, 512, 1024, 2048)}
 PREFETCH_UNIT = "a DRAM line of a bf16 dot product's loop"
 MIN_PREFETCH_GAIN = 0.03  # a gain below the measurements' noise on a quiet host (spread ~1-2%) is none
+# Measured to choose CostTable.stream_lead_bytes, not fitted: an i8 dot product's loop over DRAM (as dot_quant runs
+# it) prefetching its stream into L2 d bytes ahead.
+STREAM_LEAD_ROWS: dict[str, int] = {f"stream_lead_{d}": d for d in (2048, 4096, 8192)}
+STREAM_LEAD_UNIT = "a DRAM line of an i8 dot product's loop"
+
+
+def units() -> dict[str, str]:
+    """What one unit of each measurement is (the clock's: one cycle)."""
+    out = {m: unit for m, (unit, _) in ROWS.items()} | {m: row[0] for m, row in WIDTH_ROWS.items()}
+    out |= {m: unit for m, (unit, _) in STREAM_ROWS.items()} | dict.fromkeys(PREFETCH_ROWS, PREFETCH_UNIT)
+    return out | dict.fromkeys(STREAM_LEAD_ROWS, STREAM_LEAD_UNIT)
 
 
 @dataclass(frozen=True)
@@ -92,11 +103,25 @@ def prefetch_bytes(
     distance between calibrations (Zen 3 VM, 2026-11-29: 1024, 1024, 2048, 2048 and 0, the last two a minute
     apart), where 0 also turns off the kernels that need a lead (the rows kernels of several columns, the
     quantized ones' prefetch plans)."""
-    if not all(cycles.get(m, 0) > 0 for m in PREFETCH_ROWS):
+    return fastest_distance(PREFETCH_ROWS, cycles, spreads, base)
+
+
+def stream_lead_bytes(
+    cycles: dict[str, float], spreads: dict[str, float] | None = None, base: int | None = None
+) -> int | None:
+    """The lead whose loop (STREAM_LEAD_ROWS) ran fastest, unless the base table's is within the noise of it (then
+    ``base``); None without the measurements."""
+    return fastest_distance(STREAM_LEAD_ROWS, cycles, spreads, base)
+
+
+def fastest_distance(rows: dict[str, int], cycles, spreads, base: int | None) -> int | None:
+    """prefetch_bytes' choice among ``rows`` (measurement name -> distance): the base's distance, else 0 (none),
+    where the measurements cannot tell either from the fastest; else the fastest."""
+    if not all(cycles.get(m, 0) > 0 for m in rows):
         return None
-    best = min(PREFETCH_ROWS, key=lambda m: (cycles[m], PREFETCH_ROWS[m]))
-    tied = [d for m, d in PREFETCH_ROWS.items() if not _told_apart(m, best, cycles, spreads or {})]
-    return base if base in tied else 0 if 0 in tied else PREFETCH_ROWS[best]
+    best = min(rows, key=lambda m: (cycles[m], rows[m]))
+    tied = [d for m, d in rows.items() if not _told_apart(m, best, cycles, spreads or {})]
+    return base if base in tied else 0 if 0 in tied else rows[best]
 
 
 def _told_apart(a: str, b: str, cycles: dict[str, float], spreads: dict[str, float]) -> bool:
