@@ -218,59 +218,42 @@ __attribute__((target("avx2,fma"), noinline)) static double dot_ns_per_line(cons
 // the next kernel's columns) `lead` bytes ahead once per line: ns per line. Chooses CostTable.stream_lead_bytes
 // (tools/fit.py STREAM_LEAD_ROWS): where the lead is short the loads wait for DRAM (Emerald Rapids VM, AVX-512,
 // 2026-11-30: 6.1 ns a line at 2 KiB, 5.0 at 4 KiB, 4.8 at 8; dram_line's read 4.6; without the prefetch ~9).
-__attribute__((target("avx512f,avx512bw"), noinline)) static double lead512_ns_per_line(const int8_t* p, size_t bytes,
-                                                                                         const float* a, size_t lead) {
-  __m512 c0 = _mm512_setzero_ps(), c1 = c0, c2 = c0, c3 = c0;
-  const size_t end = bytes / 2048 * 2048;
-  const unsigned csr = _mm_getcsr();
-  _mm_setcsr(csr | 0x8040);  // flush denormals (A's random bits): no microcode assists in the timing
-  auto fma16 = [](const int8_t* b, const float* q, __m512 c) __attribute__((target("avx512f,avx512bw"))) {
-    const __m128i x = _mm_load_si128(reinterpret_cast<const __m128i*>(b));
-    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(x)), _mm512_load_ps(q), c);
-  };
-  double t0 = now();
-  for (size_t i = 0; i < end; i += 64) {
-    const int8_t* b = p + i;
-    _mm_prefetch(reinterpret_cast<const char*>(b + lead), _MM_HINT_T1);
-    const float* q = a + i % 2048;
-    c0 = fma16(b, q, c0);
-    c1 = fma16(b + 16, q + 16, c1);
-    c2 = fma16(b + 32, q + 32, c2);
-    c3 = fma16(b + 48, q + 48, c3);
-  }
-  double t = now() - t0;
-  _mm_setcsr(csr);
-  g_sink = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(c0, c1), _mm512_add_ps(c2, c3)));
-  return t * 1e9 / (double)(end / 64);
+__attribute__((target("avx512f,avx512bw"))) static inline __m512 i8_fma512(const int8_t* b, const float* q, __m512 c) {
+  const __m128i x = _mm_load_si128(reinterpret_cast<const __m128i*>(b));
+  return _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(x)), _mm512_load_ps(q), c);
+}
+__attribute__((target("avx2,fma"))) static inline __m256 i8_fma256(const int8_t* b, const float* q, __m256 c) {
+  const __m128i x = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b));
+  return _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(x)), _mm256_load_ps(q), c);
 }
 
-__attribute__((target("avx2,fma"), noinline)) static double lead256_ns_per_line(const int8_t* p, size_t bytes,
-                                                                                 const float* a, size_t lead) {
-  __m256 c0 = _mm256_setzero_ps(), c1 = c0, c2 = c0, c3 = c0;  // named: GCC kept an array's chains in memory
-  const size_t end = bytes / 2048 * 2048;
-  const unsigned csr = _mm_getcsr();
-  _mm_setcsr(csr | 0x8040);  // flush denormals (A's random bits): no microcode assists in the timing
-  auto fma8 = [](const int8_t* b, const float* q, __m256 c) __attribute__((target("avx2,fma"))) {
-    const __m128i x = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b));
-    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(x)), _mm256_load_ps(q), c);
-  };
-  double t0 = now();
-  for (size_t i = 0; i < end; i += 64) {
-    const int8_t* b = p + i;
-    _mm_prefetch(reinterpret_cast<const char*>(b + lead), _MM_HINT_T1);
-    const float* q = a + i % 2048;
-    for (int j = 0; j < 64; j += 32) {
-      c0 = fma8(b + j, q + j, c0);
-      c1 = fma8(b + j + 8, q + j + 8, c1);
-      c2 = fma8(b + j + 16, q + j + 16, c2);
-      c3 = fma8(b + j + 24, q + j + 24, c3);
-    }
+// Four named accumulators (GCC kept an array's chains in memory), BYTES values each a step.
+#define LEAD_BENCH(NAME, ATTR, V, ZERO, BYTES, PART, ADD, CVT)                                               \
+  __attribute__((target(ATTR), noinline)) static double NAME(const int8_t* p, size_t bytes, const float* a,  \
+                                                             size_t lead) {                                  \
+    V c0 = ZERO(), c1 = c0, c2 = c0, c3 = c0;                                                                \
+    const size_t end = bytes / 2048 * 2048;                                                                  \
+    const unsigned csr = _mm_getcsr();                                                                       \
+    _mm_setcsr(csr | 0x8040); /* flush denormals (A's random bits): no microcode assists in the timing */   \
+    double t0 = now();                                                                                       \
+    for (size_t i = 0; i < end; i += 64) {                                                                   \
+      const int8_t* b = p + i;                                                                               \
+      _mm_prefetch(reinterpret_cast<const char*>(b + lead), _MM_HINT_T1);                                    \
+      const float* q = a + i % 2048;                                                                         \
+      for (int j = 0; j < 64; j += 4 * BYTES) {                                                              \
+        c0 = PART(b + j, q + j, c0);                                                                         \
+        c1 = PART(b + j + BYTES, q + j + BYTES, c1);                                                         \
+        c2 = PART(b + j + 2 * BYTES, q + j + 2 * BYTES, c2);                                                 \
+        c3 = PART(b + j + 3 * BYTES, q + j + 3 * BYTES, c3);                                                 \
+      }                                                                                                      \
+    }                                                                                                        \
+    double t = now() - t0;                                                                                   \
+    _mm_setcsr(csr);                                                                                         \
+    g_sink = CVT(ADD(ADD(c0, c1), ADD(c2, c3)));                                                             \
+    return t * 1e9 / (double)(end / 64);                                                                     \
   }
-  double t = now() - t0;
-  _mm_setcsr(csr);
-  g_sink = _mm256_cvtss_f32(_mm256_add_ps(_mm256_add_ps(c0, c1), _mm256_add_ps(c2, c3)));
-  return t * 1e9 / (double)(end / 64);
-}
+LEAD_BENCH(lead512_ns_per_line, "avx512f,avx512bw", __m512, _mm512_setzero_ps, 16, i8_fma512, _mm512_add_ps, cvt512)
+LEAD_BENCH(lead256_ns_per_line, "avx2,fma", __m256, _mm256_setzero_ps, 8, i8_fma256, _mm256_add_ps, cvt256)
 
 // -- the generated headers' own pool (the runtime's ThreadPool; calibrate.py renders its header, whose namespace
 // MORELLO_CALIBRATE_NS names): ns per parallel call of one empty task per thread, made back to back as engines
