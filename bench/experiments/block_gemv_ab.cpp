@@ -1,14 +1,15 @@
-// Issue 21: two generated GEMV kernels over ggml's blocks (Mx2048x16384, Q4_0 or, with -DBLOCK_BYTES=34, Q8_0;
-// with -DCHANNEL, i8 weights with an f32 scale per column in an array of their own; -DMROWS=M rows of A, default 1;
-// any activations) and a read sweep of the same bytes, timed in interleaved rounds in one process, so that a change
-// to the kernel is judged against the old one and against the memory under the same load (the VM's speed drifts by a
-// third within hours). COPIES weight copies are rotated call by call (20: from DRAM; 1: 18 MiB of Q4_0, from L3),
-// each round times the three in a random order, a round's figure is the median of 3 calls, the report the median
-// (and quartiles) over rounds. The two kernels' outputs must agree: bit for bit (a change of instructions), or, where
-// the programs sum in another order (other tiles), within 1e-4 of the outputs' mean size; else it stops.
+// Issue 21: two generated GEMV kernels (Mx2048x16384) and a read sweep of the same bytes, timed in interleaved rounds
+// in one process, so that a change to the kernel is judged against the old one and against the memory under the same
+// load (the VM's speed drifts by a third within hours). Weights: ggml's Q4_0 blocks, or Q8_0's with
+// -DBLOCK_BYTES=34; with -DCHANNEL=8 or 4, i8 or i4 values with an f32 scale per column in an array of their own;
+// with -DPLAIN=2 or 1, f16 or one-byte values (e4m3, sfp). -DMROWS=M rows of A (default 1); any activations.
+// COPIES weight copies are rotated call by call (20: from DRAM; 1: 18 MiB of Q4_0, from L3), each round times the
+// three in a random order, a round's figure is the median of 3 calls, the report the median (and quartiles) over
+// rounds. The two kernels' outputs must agree: bit for bit (a change of instructions), or, where the programs sum in
+// another order (other tiles), within 1e-4 of the outputs' mean size; else it stops.
 // Emerald Rapids VM (family 6 model 207), one thread, 2026-11-30: per-group scale conversion (qa) against the
 // gathered scales of 2273e52 (qb): from DRAM 2446 / 2605 / 3075 against 2293 / 2588 / 2868 us (sweep 1430 / 1569 /
-// 1716); from L3 2148 against 1681 (sweep 735). -DCHANNEL, 17c5ea3's one column a kernel, each prefetched 512 bytes
+// 1716); from L3 2148 against 1681 (sweep 735). -DCHANNEL=8, 17c5ea3's one column a kernel, each prefetched 512 bytes
 // ahead (qa), against 00a6863's stream (qb, 4 columns): 4210 against 3038 us (sweep 2974).
 // Build and run (from the repository root; OLD and NEW: two checkouts, each with its .venv):
 //   OLD/.venv/bin/morello-build synth "matmul 1x2048x16384 b=q4_0:col" --threads 1 --name qa -o /tmp/qa.hpp
@@ -34,11 +35,24 @@
 #define MROWS 1
 #endif
 constexpr int K = 2048, N = 16384, M = MROWS;
-#ifdef CHANNEL  // i8 weights, K bytes per column, and an f32 scale per column in an array of its own
-constexpr size_t BYTES = size_t(N) * K;
+#ifdef CHANNEL  // CHANNEL-bit weights (8: i8, 4: i4), an f32 scale per column in an array of their own
+constexpr size_t BYTES = size_t(N) * K * CHANNEL / 8;
 #define BLOCK_BYTES 2  // every other byte a "d" of moderate size: random bytes all the same
 #define ARGS , s.data()
+#if CHANNEL == 8
 #define WPTR(p) reinterpret_cast<const int8_t*>(p)
+#else
+#define WPTR(p) (p)
+#endif
+#elif defined(PLAIN)  // PLAIN bytes a value, no scales: f16 (2; halves of moderate size) or e4m3 / sfp (1)
+constexpr size_t BYTES = size_t(N) * K * PLAIN;
+#define BLOCK_BYTES 2
+#define ARGS
+#if PLAIN == 2
+#define WPTR(p) reinterpret_cast<const uint16_t*>(p)
+#else
+#define WPTR(p) (p)
+#endif
 #else
 #ifndef BLOCK_BYTES
 #define BLOCK_BYTES 18  // Q4_0: fp16 d, 16 bytes of nibbles; Q8_0: 34 (d, 32 int8)
@@ -75,6 +89,9 @@ int main(int argc, char** argv) {
       const uint16_t d = uint16_t(0x2C00 + rng() % 0x1000);  // positive halves of moderate size
       std::memcpy(&copy[i], &d, 2);
       for (int j = 2; j < BLOCK_BYTES; ++j) copy[i + j] = uint8_t(rng());
+#if defined(PLAIN) && PLAIN == 1
+      copy[i] &= 0x77;  // no e4m3 NaN (S.1111.111)
+#endif
     }
   std::vector<float> s(N);
   for (auto& x : s) x = std::uniform_real_distribution<float>(0.001f, 0.01f)(rng);

@@ -188,13 +188,14 @@ def _cost(op, target, cols: int | None = None):
     feats += zero_sum_features(fmt, k, W)
     gathered = cols is None and gathers_block_scales(fmt, k, target)  # the pair (cols) converts per group
     feats += block_scale_features(n, groups) if gathered else scale_features(fmt, n, groups)
-    return feats + column_reads(op, target, streamed, _prefetches(op, target, cols))
+    steps = _trip_steps(op, target) or None  # else a step per group
+    return feats + column_reads(op, target, streamed, _prefetches(op, target, cols), steps=steps)
 
 
-def column_reads(op, target, streamed: bool, plan, next_loads: Features | None = None) -> Features:
+def column_reads(op, target, streamed: bool, plan, next_loads: Features | None = None, steps=None) -> Features:
     """A's lines and B's, its separate scales' included: B's n columns as one stream (``streamed``:
-    stream_reads, the next columns prefetched a share per group; or ``next_loads`` prefetches of them by
-    dot.next_columns_head), else as n interleaved streams, short ones paying their start (short_columns),
+    stream_reads, the next columns prefetched a share per group, or per ``steps``; or ``next_loads`` prefetches
+    of them by dot.next_columns_head), else as n interleaved streams, short ones paying their start (short_columns),
     with ``plan``'s prefetches (prefetch_plan) in every column."""
     fmt, (_, _, k, n) = op.b.dtype, op.iter_shape
     scale_lines = ceil(n * k * fmt.scale_bytes / 64) if op.b.level == Level.GL else 0
@@ -202,7 +203,7 @@ def column_reads(op, target, streamed: bool, plan, next_loads: Features | None =
     if next_loads is not None:
         return feats + lines_read(op.b) + next_loads
     if streamed:
-        return feats + stream_reads(op.b, k, n, trip_steps(op, target) or None)
+        return feats + stream_reads(op.b, k, n, steps)
     return feats + short_columns(op, target) + prefetch_loads(plan, n) + streams_read(op.b, n)
 
 
@@ -218,21 +219,28 @@ def _prefetches(op, target, cols: int | None = None) -> tuple[int, bool, tuple[i
 
 def streams(op, target) -> bool:
     """Whether dot_quant reads B's columns as one stream, prefetching the next kernel's into L2 a share per step
-    (step_slots): a step per group (streams_by_group) or, where a column is one long group (per-channel scales),
-    per trip of its chunk loop (trip_steps)."""
-    return streams_by_group(op.b, op.iter_shape[2], target) or trip_steps(op, target) > 0
+    (step_slots): a step per group (streams_by_group) or, where a column is one long group (per-channel scales, or
+    none), per trip of its chunk loop (trip_steps)."""
+    return streams_by_group(op.b, op.iter_shape[2], target) or _trip_steps(op, target) > 0
 
 
-def trip_steps(op, target) -> int:
-    """The trips of dot_quant's rolled chunk loop over per-channel columns (one group of K values) from main
-    memory, the steps of their stream; else 0. Each column prefetched ``prefetch_bytes`` ahead instead (one i8
-    column per kernel, 1x2048x16384 from DRAM, one thread, Emerald Rapids: 512 bytes ahead into L1, 0.69 of a read
-    sweep; the stream 4 KiB ahead into L2, 1.00; CostTable.stream_lead_bytes)."""
-    fmt, (_, _, k, n) = op.b.dtype, op.iter_shape
-    W = chunk_width(fmt, target.lanes)
-    if fmt.group != k or k < 2 or not rolled(fmt, k, W) or op.b.level != Level.GL or not target.costs.prefetch_bytes:
+def trip_steps(b, k: int, W: int, u: int, target) -> int:
+    """The trips of a rolled chunk loop (W values a chunk, u chunks a trip) over columns of one group of K values
+    (per-channel scales, or none) of at most a byte a value from main memory: the steps of their stream; else 0,
+    and each column is prefetched ``prefetch_bytes`` ahead (its share) instead. 1x2048x16384 from DRAM, one thread,
+    Emerald Rapids, in one process against that: i8 per channel 0.69-0.75 -> 0.98-1.01 of a read sweep, i4 per
+    channel 0.58 -> 0.81, e4m3 0.53-0.56 (one column a kernel; 4: 0.49) -> 0.62-0.75; f16 (4 columns a kernel, 128 bytes
+    ahead each into L1) ran 1.09-1.12x the time with the stream, so 2-byte values keep their per-column lead."""
+    one_group = group_size(b.dtype, k) == k and rolled(b.dtype, k, W) and b.dtype.bytes <= 1
+    if not one_group or b.level != Level.GL or not target.costs.prefetch_bytes:
         return 0
-    return k // W // chains(fmt, n, k, target)
+    return k // W // u
+
+
+def _trip_steps(op, target) -> int:
+    """trip_steps of dot_quant's chunk loop."""
+    fmt, (_, _, k, n) = op.b.dtype, op.iter_shape
+    return trip_steps(op.b, k, chunk_width(fmt, target.lanes), chains(fmt, n, k, target), target)
 
 
 def trip_stream_head(lw, b, last, k: int, n: int, trips: int, per_trip: int):
@@ -355,20 +363,20 @@ def _emit(lw, node, binds) -> None:
     lw.emit(f"const float* {ap} = {lw.ptr(a, (0, 0, 0))};")
     bps, sps, zps = column_pointers(lw, fmt, [(b, j) for j in range(n)])
     u = chains(fmt, n, k, lw.target)
+    last = [bps[-1]] + sps[-1:] + zps[-1:]
+    prefetch = _prefetch_head(lw, op, bps)
+    if trips := _trip_steps(op, lw.target):
+        per_trip = fmt.storage_elems(u * chunk_width(fmt, lw.W))
+        prefetch = trip_stream_head(lw, b, last, k, n, trips, per_trip), True
     if fmt.group == 1:  # f16, e4m3, sfp: one "group" of K values, no scale
         parts = _zeroed(lw, [[lw.fresh("acc") for _ in range(u)] for _ in range(n)])
-        _group_chunks(lw, fmt, parts, ap, bps, [None] * n, "0", k, _prefetch_head(lw, op, bps)[0])
+        _group_chunks(lw, fmt, parts, ap, bps, [None] * n, "0", k, prefetch[0])
         accs = [pairwise_sum(lw, col) for col in parts]
     else:
         accs = _zeroed(lw, [[lw.fresh("acc")] for _ in range(n)])
-        last = [bps[-1]] + sps[-1:] + zps[-1:]
         stream = (b, last) if streams_by_group(op.b, k, lw.target) else None
         gathered = gathers_block_scales(fmt, k, lw.target)
         scales = [widened_block_scales(lw, fmt, bp, k // fmt.group) for bp in bps] if gathered else None
-        prefetch = _prefetch_head(lw, op, bps)
-        if trips := trip_steps(op, lw.target):
-            per_trip = fmt.storage_elems(u * chunk_width(fmt, lw.W))
-            prefetch = trip_stream_head(lw, b, last, k, n, trips, per_trip), True
         _grouped(lw, fmt, [col[0] for col in accs], ap, bps, sps, zps, k, u, prefetch, stream, scales)
         accs = [col[0] for col in accs]
     for j, acc in enumerate(accs):

@@ -46,6 +46,8 @@ from morello_build.target.kernels.quant import (
     group_size,
     prefetch_head,
     prefetch_plan,
+    trip_steps,
+    trip_stream_head,
     widened_block_scales,
 )
 from morello_build.target.kernels.quant_int_prefetch import step_slots, streams_by_group
@@ -122,7 +124,8 @@ def _cost(op, target) -> Features:
         loop_iter=groups if groups > 1 else 0,
     )
     feats += Features() if fmt.scales else block_scale_features(n, groups)  # q4_0's blocks' d
-    return feats + column_reads(op, target, _streamed(op, target), _prefetches(op, target))
+    steps = _trip_steps(op, target) or None  # else a step per group
+    return feats + column_reads(op, target, _streamed(op, target), _prefetches(op, target), steps=steps)
 
 
 def _broadcast_lookup(op, target) -> bool:
@@ -131,7 +134,14 @@ def _broadcast_lookup(op, target) -> bool:
 
 
 def _streamed(op, target) -> bool:
-    return streams_by_group(op.b, op.iter_shape[2], target)
+    """B's columns read as one stream: a step per group (streams_by_group), or per trip of the chunk loop over
+    per-channel columns (_trip_steps)."""
+    return streams_by_group(op.b, op.iter_shape[2], target) or _trip_steps(op, target) > 0
+
+
+def _trip_steps(op, target) -> int:
+    fmt, (_, m, k, n) = op.b.dtype, op.iter_shape
+    return trip_steps(op.b, k, CHUNK, _chains(m, n, ceil(group_size(fmt, k) / CHUNK)), target)
 
 
 def _prefetches(op, target):
@@ -171,10 +181,13 @@ def _emit(lw, node, binds) -> None:
 
     def group(g: str, trip_head) -> None:
         tables = [_table(lw, base, scales[j], g) for j in range(n)]
-        slots = step_slots(lw, b, last, k, n, g, k // G, n) if streamed else None
+        slots = step_slots(lw, b, last, k, n, g, k // G, n) if streamed and k > G else None
         _chunks(lw, fmt, accs, aps, (bps, tables, lookup), odds, g, G, chains, trip_head, slots)
 
-    group_loop(lw, fmt, k, prefetch_head(lw, _prefetches(op, lw.target), bps), group)
+    prefetch = prefetch_head(lw, _prefetches(op, lw.target), bps)
+    if trips := _trip_steps(op, lw.target):
+        prefetch = trip_stream_head(lw, b, last, k, n, trips, fmt.storage_elems(chains * CHUNK)), True
+    group_loop(lw, fmt, k, prefetch, group)
     for i, row in enumerate(accs):
         for j, col in enumerate(row):
             lw.emit(f"{lw.elem(c, (0, i, j))} += {v}::hsum({pairwise_sum(lw, col)});")
