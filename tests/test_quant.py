@@ -62,6 +62,7 @@ SPECS = [
     # more than 16 blocks a column: AVX-512's gathers of the blocks' d (widen_block_scales), a masked last one
     "matmul 1x608x3 b=q8_0",
     "matmul 1x544x5 b=q4_0",
+    "matmul 1x544x3 b=i8:col group=32 scales=bf16 zero",  # dot_quant's separate scales widened, 16 a step
     "matmul 2x128x1 b=gemma_i8",
     # small batches with several groups (their scales applied per chunk) and zero points: dot_quant_rows
     "matmul 5x64x1 b=i4:col group=32 scales=f16 zero",

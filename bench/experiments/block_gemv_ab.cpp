@@ -1,7 +1,8 @@
 // Issue 21: two generated GEMV kernels (Mx2048x16384) and a read sweep of the same bytes, timed in interleaved rounds
 // in one process, so that a change to the kernel is judged against the old one and against the memory under the same
 // load (the VM's speed drifts by a third within hours). Weights: ggml's Q4_0 blocks, or Q8_0's with
-// -DBLOCK_BYTES=34; with -DCHANNEL=8 or 4, i8 or i4 values with an f32 scale per column in an array of their own;
+// -DBLOCK_BYTES=34; with -DCHANNEL=8 or 4, i8 or i4 values with an f32 scale per column in an array of their own,
+// with -DGROUPED=G i8 values with an f16 scale per group of G;
 // with -DPLAIN=2 or 1, f16 or one-byte values (e4m3, sfp). -DMROWS=M rows of A (default 1); any activations.
 // COPIES weight copies are rotated call by call (20: from DRAM; 1: 18 MiB of Q4_0, from L3), each round times the
 // three in a random order, a round's figure is the median of 3 calls, the report the median (and quartiles) over
@@ -35,7 +36,15 @@
 #define MROWS 1
 #endif
 constexpr int K = 2048, N = 16384, M = MROWS;
-#ifdef CHANNEL  // CHANNEL-bit weights (8: i8, 4: i4), an f32 scale per column in an array of their own
+#if defined(CHANNEL) || defined(GROUPED)  // CHANNEL-bit weights (8: i8, 4: i4), scales in an array of their own:
+#ifdef GROUPED                            // i8 in groups of GROUPED along K, an f16 scale each, or
+#define CHANNEL 8
+constexpr size_t SCALES = size_t(N) * K / GROUPED;
+using Scale = uint16_t;
+#else  // an f32 scale per column
+constexpr size_t SCALES = N;
+using Scale = float;
+#endif
 constexpr size_t BYTES = size_t(N) * K * CHANNEL / 8;
 #define BLOCK_BYTES 2  // every other byte a "d" of moderate size: random bytes all the same
 #define ARGS , s.data()
@@ -93,8 +102,11 @@ int main(int argc, char** argv) {
       copy[i] &= 0x77;  // no e4m3 NaN (S.1111.111)
 #endif
     }
-  std::vector<float> s(N);
-  for (auto& x : s) x = std::uniform_real_distribution<float>(0.001f, 0.01f)(rng);
+#if defined(CHANNEL)
+  std::vector<Scale> s(SCALES);  // moderate positive scales: f32, or halves 2^-7 to 2^-5
+  for (auto& x : s) x = sizeof(Scale) == 4 ? Scale(std::uniform_real_distribution<float>(0.001f, 0.01f)(rng))
+                                           : Scale(0x2000 + rng() % 0x800);
+#endif
   morello::qa(a.data(), WPTR(w[0].data()), c[0].data() ARGS);
   morello::qb(a.data(), WPTR(w[0].data()), c[1].data() ARGS);
   if (std::memcmp(c[0].data(), c[1].data(), sizeof(float) * M * N)) {

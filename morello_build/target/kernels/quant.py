@@ -5,7 +5,8 @@ Each format's bytes become f32 lanes through one ISA helper per chunk (``mv::loa
 ``load_i4``, ``load_f16``, ``load_e4m3``: templates/isa_*.hpp.j2; i4 and Q4_0 can subtract their zero point or
 8 in the integer lanes), and each group's scale becomes a vector once per group (``mv::bscale_f32``,
 ``bscale_bf16``, ``bscale_f16``: F16C for ggml's fp16 d; on AVX-512 a column's d are gathered into an f32 array
-once per call instead, ``gathers_block_scales``). Formats with scales run group by group: a group's
+once per call instead, ``gathers_block_scales``, and separate f16 or bf16 scales widened into one, ``widens_scales``).
+Formats with scales run group by group: a group's
 partial dot products accumulate unscaled, then one FMA per column adds the partial sum times the group's
 scale into the column's accumulator. A zero point (Q4_0's 8, i4's z or 8, i8's and gemma_i8's z) is taken off
 once per group and column as z times the group's sum of A (``hoists_zero``: sum a (q - z) = sum a q - z sum a;
@@ -115,18 +116,19 @@ def zero_sum_features(fmt, k: int, W: int) -> Features:
     return Features.of(vec_op=k // G * (ceil(G / W) - 1))
 
 
-def scale_features(fmt, cols: int, groups: int) -> Features:
+def scale_features(fmt, cols: int, groups: int, scales: bool = True) -> Features:
     """Each group's scale (and zero point) of each column, broadcast once per group: a broadcast load, then
-    F16C's conversion (f16, ggml's blocks) or bf16's shift; a zero point's scalar load and broadcast."""
+    F16C's conversion (f16, ggml's blocks) or bf16's shift; a zero point's scalar load and broadcast (only
+    that where not ``scales``: they were widened once per call)."""
     if fmt.group <= 1:
         return Features()
-    scales = {"f16": "f16", "bf16x2": "bf16"}[fmt.header] if fmt.block else fmt.scales  # ggml's d; gemma's
+    kind = {"f16": "f16", "bf16x2": "bf16"}[fmt.header] if fmt.block else fmt.scales  # ggml's d; gemma's
     zero = fmt.zero or fmt.name == "gemma_i8"
     per = cols * groups
     return Features.of(
-        vec_load=per,
-        vec_op=per * ((scales == "f16") + zero),
-        scalar_op=per * ((scales == "bf16") + zero),
+        vec_load=per * scales,
+        vec_op=per * ((kind == "f16") * scales + zero),
+        scalar_op=per * ((kind == "bf16") * scales + zero),
     )
 
 
@@ -147,6 +149,32 @@ def widened_block_scales(lw, fmt, bp: str, groups: int) -> str:
     lw.emit(f"float {s}[{groups}];")
     lw.emit(f"{lw.v}::widen_block_scales({bp}, {fmt.unit_size}, {groups}, {s});")  # a block's bytes apart
     return s
+
+
+def widens_scales(fmt, k: int, target) -> bool:
+    """Whether dot_quant widens a column's separate f16 or bf16 scales into an f32 array once per call
+    (widened_scales, 16 a load and a conversion) instead of broadcasting and converting each group's: on AVX-512,
+    with several groups (as dot_quant_lut does). 1x2048x16384 i8 g32 f16 scales, one thread, Emerald Rapids, one
+    process (block_gemv_ab.cpp -DGROUPED=32): from DRAM 3571 / 3429 / 3435 -> 3465 / 3307 / 3386 us (read sweeps
+    3171 / 3054 / 3157), from L3 2784 -> 2419; outputs bit-identical."""
+    return fmt.scales in ("f16", "bf16") and not fmt.block and target.lanes == 16 and k // fmt.group > 1
+
+
+def widened_scales(lw, fmt, groups: int, sp: str, zp: str | None = None) -> tuple[str, str | None]:
+    """The column's separate scales as f32 (and z * s with zero points ``zp``) in arrays on the stack, once per
+    call: (scales, z * s or None)."""
+    s, zs = lw.fresh("sc"), lw.fresh("zs") if zp else None
+    lw.emit(f"float {s}[{groups}]" + (f", {zs}[{groups}]" if zs else "") + ";")
+    bf16 = "true" if fmt.scales == "bf16" else "false"
+    lw.emit(f"{lw.v}::widen_scales({sp}, {zp or 'nullptr'}, {groups}, {bf16}, {s}, {zs or 'nullptr'});")
+    return s, zs
+
+
+def widened_scale_features(cols: int, groups: int) -> Features:
+    """widened_scales for ``cols`` columns (per 16 groups a load, a conversion of two ops and a store), then a
+    broadcast load per group and column."""
+    steps = cols * ceil(groups / 16)
+    return Features.of(vec_load=steps + cols * groups, vec_op=2 * steps, vec_store=steps)
 
 
 def block_scale_features(cols: int, groups: int) -> Features:
@@ -187,7 +215,12 @@ def _cost(op, target, cols: int | None = None):
     streamed = cols is None and streams(op, target)
     feats += zero_sum_features(fmt, k, W)
     gathered = cols is None and gathers_block_scales(fmt, k, target)  # the pair (cols) converts per group
-    feats += block_scale_features(n, groups) if gathered else scale_features(fmt, n, groups)
+    if gathered:
+        feats += block_scale_features(n, groups)
+    elif cols is None and widens_scales(fmt, k, target):
+        feats += widened_scale_features(n, groups) + scale_features(fmt, n, groups, scales=False)
+    else:
+        feats += scale_features(fmt, n, groups)
     steps = _trip_steps(op, target) or None  # else a step per group
     return feats + column_reads(op, target, streamed, _prefetches(op, target, cols), steps=steps)
 
@@ -375,8 +408,11 @@ def _emit(lw, node, binds) -> None:
     else:
         accs = _zeroed(lw, [[lw.fresh("acc")] for _ in range(n)])
         stream = (b, last) if streams_by_group(op.b, k, lw.target) else None
-        gathered = gathers_block_scales(fmt, k, lw.target)
-        scales = [widened_block_scales(lw, fmt, bp, k // fmt.group) for bp in bps] if gathered else None
+        scales = None
+        if gathers_block_scales(fmt, k, lw.target):
+            scales = [widened_block_scales(lw, fmt, bp, k // fmt.group) for bp in bps]
+        elif widens_scales(fmt, k, lw.target):
+            scales = [widened_scales(lw, fmt, k // fmt.group, sp)[0] for sp in sps]
         _grouped(lw, fmt, [col[0] for col in accs], ap, bps, sps, zps, k, u, prefetch, stream, scales)
         accs = [col[0] for col in accs]
     for j, acc in enumerate(accs):
@@ -487,7 +523,7 @@ def _grouped(lw, fmt, accs, ap, bps, sps, zps, k, u, prefetch=(None, False), str
     """Formats with scales: per group (group_loop, which places ``prefetch``, prefetch_head's), unscaled
     partial sums over u chains, then acc += partial * scale. ``stream``: B's binding and its last column's
     pointers, where the kernel prefetches the columns after it, a share per group (step_slots). ``scales``:
-    the columns' block scales widened into f32 arrays (widened_block_scales), else converted per group."""
+    the columns' scales widened into f32 arrays (widened_block_scales, widened_scales), else converted per group."""
     vt, v = lw.target.vtype, lw.v
     hoist = hoists_zero(fmt, k, lw.W)
 

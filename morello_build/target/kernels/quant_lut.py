@@ -49,6 +49,7 @@ from morello_build.target.kernels.quant import (
     trip_steps,
     trip_stream_head,
     widened_block_scales,
+    widened_scales,
 )
 from morello_build.target.kernels.quant_int_prefetch import step_slots, streams_by_group
 from morello_build.target.kernels.rows import sets_hold_rows
@@ -169,7 +170,7 @@ def _emit(lw, node, binds) -> None:
     base = lw.fresh("lut")
     lw.emit(f"const {lw.target.vtype} {base} = {v}::nibble_values({0 if fmt.zero else 8});")
     if sps:
-        scales = [_widened_scales(lw, fmt, k // G, sps[j], zps[j] if zps else None) for j in range(n)]
+        scales = [widened_scales(lw, fmt, k // G, sps[j], zps[j] if zps else None) for j in range(n)]
     else:
         scales = [(widened_block_scales(lw, fmt, bps[j], k // G), None) for j in range(n)]
     accs = [[[lw.fresh("acc") for _ in range(2 * chains)] for _ in range(n)] for _ in range(m)]
@@ -192,16 +193,6 @@ def _emit(lw, node, binds) -> None:
         for j, col in enumerate(row):
             lw.emit(f"{lw.elem(c, (0, i, j))} += {v}::hsum({pairwise_sum(lw, col)});")
     lw.close()
-
-
-def _widened_scales(lw, fmt, groups: int, sp: str, zp: str | None) -> tuple[str, str | None]:
-    """The column's separate scales as f32 (and z * s with zero points) in arrays on the stack, once per
-    call: (scales, z * s or None)."""
-    s, zs = lw.fresh("sc"), lw.fresh("zs") if zp else None
-    lw.emit(f"float {s}[{groups}]" + (f", {zs}[{groups}]" if zs else "") + ";")
-    bf16 = "true" if fmt.scales == "bf16" else "false"
-    lw.emit(f"{lw.v}::widen_scales({sp}, {zp or 'nullptr'}, {groups}, {bf16}, {s}, {zs or 'nullptr'});")
-    return s, zs
 
 
 def _table(lw, base: str, scales, g: str) -> str:
