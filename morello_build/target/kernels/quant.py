@@ -5,7 +5,7 @@ Each format's bytes become f32 lanes through one ISA helper per chunk (``mv::loa
 ``load_i4``, ``load_f16``, ``load_e4m3``: templates/isa_*.hpp.j2; i4 and Q4_0 can subtract their zero point or
 8 in the integer lanes), and each group's scale becomes a vector once per group (``mv::bscale_f32``,
 ``bscale_bf16``, ``bscale_f16``: F16C for ggml's fp16 d; on AVX-512 a column's d are gathered into an f32 array
-once per call instead, ``gathers_block_scales``, and separate f16 or bf16 scales widened into one, ``widens_scales``).
+once per call instead, ``gathers_block_scales``; separate f16 or bf16 scales are widened into one, ``widens_scales``).
 Formats with scales run group by group: a group's
 partial dot products accumulate unscaled, then one FMA per column adds the partial sum times the group's
 scale into the column's accumulator. A zero point (Q4_0's 8, i4's z or 8, i8's and gemma_i8's z) is taken off
@@ -153,11 +153,12 @@ def widened_block_scales(lw, fmt, bp: str, groups: int) -> str:
 
 def widens_scales(fmt, k: int, target) -> bool:
     """Whether dot_quant widens a column's separate f16 or bf16 scales into an f32 array once per call
-    (widened_scales, 16 a load and a conversion) instead of broadcasting and converting each group's: on AVX-512,
-    with several groups (as dot_quant_lut does). 1x2048x16384 i8 g32 f16 scales, one thread, Emerald Rapids, one
+    (widened_scales, a vector a load and a conversion) instead of broadcasting and converting each group's: with
+    several groups (as dot_quant_lut does). 1x2048x16384 i8 g32 f16 scales, one thread, Emerald Rapids, one
     process (block_gemv_ab.cpp -DGROUPED=32): from DRAM 3571 / 3429 / 3435 -> 3465 / 3307 / 3386 us (read sweeps
-    3171 / 3054 / 3157), from L3 2784 -> 2419; outputs bit-identical."""
-    return fmt.scales in ("f16", "bf16") and not fmt.block and target.lanes == 16 and k // fmt.group > 1
+    3171 / 3054 / 3157), from L3 2784 -> 2419; AVX2 (--isa avx2) 3810 / 3334 -> 3634 / 3209 (sweeps 3133 / 2840),
+    from L3 2651 -> 2079; outputs bit-identical."""
+    return fmt.scales in ("f16", "bf16") and not fmt.block and target.lanes >= 8 and k // fmt.group > 1
 
 
 def widened_scales(lw, fmt, groups: int, sp: str, zp: str | None = None) -> tuple[str, str | None]:
@@ -166,14 +167,15 @@ def widened_scales(lw, fmt, groups: int, sp: str, zp: str | None = None) -> tupl
     s, zs = lw.fresh("sc"), lw.fresh("zs") if zp else None
     lw.emit(f"float {s}[{groups}]" + (f", {zs}[{groups}]" if zs else "") + ";")
     bf16 = "true" if fmt.scales == "bf16" else "false"
-    lw.emit(f"{lw.v}::widen_scales({sp}, {zp or 'nullptr'}, {groups}, {bf16}, {s}, {zs or 'nullptr'});")
+    zeros = f", {zp}" if zp else ""  # AVX-512's form with zero points: (p, z, n, bf16, s, zs)
+    lw.emit(f"{lw.v}::widen_scales({sp}{zeros}, {groups}, {bf16}, {s}{f', {zs}' if zs else ''});")
     return s, zs
 
 
-def widened_scale_features(cols: int, groups: int) -> Features:
-    """widened_scales for ``cols`` columns (per 16 groups a load, a conversion of two ops and a store), then a
-    broadcast load per group and column."""
-    steps = cols * ceil(groups / 16)
+def widened_scale_features(cols: int, groups: int, lanes: int) -> Features:
+    """widened_scales for ``cols`` columns (per vector of groups a load, a conversion of two ops and a store), then
+    a broadcast load per group and column."""
+    steps = cols * ceil(groups / lanes)
     return Features.of(vec_load=steps + cols * groups, vec_op=2 * steps, vec_store=steps)
 
 
@@ -218,7 +220,7 @@ def _cost(op, target, cols: int | None = None):
     if gathered:
         feats += block_scale_features(n, groups)
     elif cols is None and widens_scales(fmt, k, target):
-        feats += widened_scale_features(n, groups) + scale_features(fmt, n, groups, scales=False)
+        feats += widened_scale_features(n, groups, W) + scale_features(fmt, n, groups, scales=False)
     else:
         feats += scale_features(fmt, n, groups)
     steps = _trip_steps(op, target) or None  # else a step per group
