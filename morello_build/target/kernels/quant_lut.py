@@ -141,6 +141,7 @@ def _streamed(op, target) -> bool:
 
 
 def _trip_steps(op, target) -> int:
+    """quant.trip_steps of this kernel's chunk loop (CHUNK values a chunk, _chains chunks a trip)."""
     fmt, (_, m, k, n) = op.b.dtype, op.iter_shape
     return trip_steps(op.b, k, CHUNK, _chains(m, n, ceil(group_size(fmt, k) / CHUNK)), target)
 
