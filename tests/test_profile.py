@@ -20,7 +20,7 @@ from morello_build.tools import calibrate, cli, fit
 HOST = HostFacts("AuthenticAMD", 25, 1, "AMD EPYC 7763", 2, Cache(1, 32 << 10, 8), Cache(2, 512 << 10, 8), None)
 TRUE = dict(
     vec_fma=0.5, fma_latency=4.0, vec_load=0.6, vec_store=1.1, l2_line=0.8, gl_line=20.0, gl_interleaved=6.0
-) | dict(gl_two_streams=3.0, gl_short_run=150.0, parallel_setup=9000.0)
+) | dict(gl_two_streams=3.0, gl_short_run=150.0, parallel_setup=9000.0, copy_gather_elem=2.5)
 
 
 def synthetic_cycles(costs: dict, noise: float = 0.0, dot_line: float = 30.0) -> dict[str, float]:

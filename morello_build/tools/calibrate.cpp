@@ -255,6 +255,24 @@ __attribute__((target("avx2,fma"))) static inline __m256 i8_fma256(const int8_t*
 LEAD_BENCH(lead512_ns_per_line, "avx512f,avx512bw", __m512, _mm512_setzero_ps, 16, i8_fma512, _mm512_add_ps, cvt512)
 LEAD_BENCH(lead256_ns_per_line, "avx2,fma", __m256, _mm256_setzero_ps, 8, i8_fma256, _mm256_add_ps, cvt256)
 
+// A packing copy whose innermost loop reads its source at a stride, as the generated headers copy a GEMV's A into
+// strips of 32 stored evens then odds (dot_bf16_widen's, dot_quant_lut's): 2048 floats in L1, ns per element
+// (CostTable.copy_gather_elem; the compiler does not vectorize it). Emerald Rapids VM: 0.8-1.5 ns, 2-4 cycles.
+__attribute__((noinline)) static void interleave_strips(const float* __restrict a, float* __restrict out) {
+  for (long s = 0; s < 64; ++s)
+    for (long half = 0; half < 2; ++half)
+      for (long i = 0; i < 16; ++i) out[s * 32 + half * 16 + i] = a[s * 32 + half + i * 2];
+}
+
+static double copy_gather_ns(const float* a, float* out, long reps) {
+  double t0 = now();
+  for (long r = 0; r < reps; ++r) {
+    interleave_strips(a, out);
+    __asm__ volatile("" ::: "memory");  // each copy is done, not merged with the next
+  }
+  return (now() - t0) * 1e9 / (2048.0 * reps);
+}
+
 // -- the generated headers' own pool (the runtime's ThreadPool; calibrate.py renders its header, whose namespace
 // MORELLO_CALIBRATE_NS names): ns per parallel call of one empty task per thread, made back to back as engines
 // call kernels, so its workers are still spinning when the next call comes (the pool's spin_time()). -----------
@@ -333,6 +351,7 @@ int main(int argc, char** argv) {
       MEASURE("l1_store_512", best([&] { return store_ns512(l1, 16 << 8, 4000 * scale / 5); }));
     }
     MEASURE("l1_load", best([&] { return read_ns_per_load(l1, 16 << 8, 4000 * scale / 5); }));
+    MEASURE("copy_gather", best([&] { return copy_gather_ns(dot_a, l1, 2000 * scale / 5); }));
     MEASURE("l1_store", best([&] { return store_ns(l1, 16 << 8, 4000 * scale / 5); }));
     long l2_passes = std::max<long>(1, (long)(64 << 20) / (long)l2 * scale / 20);
     MEASURE("l2_line", best([&] { return 2 * read_ns_per_load(mid, l2 / 4, l2_passes); }));

@@ -22,6 +22,7 @@ ROWS: dict[str, tuple[str, dict[str, float]]] = {
     "dram_line_all": ("a line from DRAM per thread, all threads reading", {"gl_line": 1, "vec_load": 2}),
     "short_run": ("a 512-byte DRAM run on a new page", {"gl_line": 8, "gl_short_run": 1, "vec_load": 16}),
     "parallel_round": ("a parallel call of the headers' pool, back to back", {"parallel_setup": 1}),
+    "copy_gather": ("one element of A copied into strips of evens and odds, in L1", {"copy_gather_elem": 1}),
 }
 # Measured but fitted per vector width (profiles' "widths"), not in the shared rows.
 WIDTH_ROWS: dict[str, tuple[str, int, str]] = {
