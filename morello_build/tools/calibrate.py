@@ -146,12 +146,12 @@ def summarize(samples: dict[str, list[float]], threads: int, max_spread: float, 
 
     if CLOCK not in samples or not samples[CLOCK]:
         raise UserError("calibrate: no clock measurement")
-    clock = median(samples[CLOCK])
+    clock, unit_of = median(samples[CLOCK]), units()
     out = {}
     for name, values in samples.items():
         if not measured(name, threads):
             continue
-        med, unit = median(values), units().get(name, "one cycle")
+        med, unit = median(values), unit_of.get(name, "one cycle")
         out[name] = dict(unit=unit, median_ns=round(med, 4), spread=round(spread(values), 4), reps=len(values))
         out[name]["uncertainty"] = round(uncertainty(values), 4)
         out[name]["cycles"] = round(med / clock, 4)

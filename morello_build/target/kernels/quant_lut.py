@@ -176,14 +176,14 @@ def _emit(lw, node, binds) -> None:
         scales = [(widened_block_scales(lw, fmt, bps[j], k // G), None) for j in range(n)]
     accs = [[[lw.fresh("acc") for _ in range(2 * chains)] for _ in range(n)] for _ in range(m)]
     lw.emit(f"{lw.target.vtype} " + ", ".join(f"{x} = {v}::zero()" for row in accs for col in row for x in col) + ";")
-    streamed = _streamed(op, lw.target)
-    last = [bps[-1]] + ([sps[-1]] if sps else []) + ([zps[-1]] if zps else [])
+    by_group = streams_by_group(op.b, k, lw.target)  # else, streamed, a share per trip (_trip_steps), or per column
+    last = [bps[-1]] + sps[-1:] + zps[-1:]
     lookup = "lookup_i4" if _broadcast_lookup(op, lw.target) else "lookup_q4"
     odds = _odds_offset(lw, a) if strips else None
 
     def group(g: str, trip_head) -> None:
         tables = [_table(lw, base, scales[j], g) for j in range(n)]
-        slots = step_slots(lw, b, last, k, n, g, k // G, n) if streamed and k > G else None
+        slots = step_slots(lw, b, last, k, n, g, k // G, n) if by_group else None
         _chunks(lw, fmt, accs, aps, (bps, tables, lookup), odds, g, G, chains, trip_head, slots)
 
     prefetch = prefetch_head(lw, _prefetches(op, lw.target), bps)
