@@ -100,7 +100,8 @@ class CostTable:
     # How far ahead (bytes) the kernels that prefetch the next kernel's columns into L2 (quant_int_prefetch.step_slots)
     # run at least: where a kernel's columns are fewer bytes, they prefetch columns further on. A parameter, not a
     # price. One i8 column of 2048 values per kernel (1x2048x16384 from DRAM, one thread, Emerald Rapids VM,
-    # interleaved rounds of one process): prefetched 2 KiB ahead 0.81 of a read sweep, 4 KiB ahead 1.00.
+    # interleaved rounds of one process): prefetched 2 KiB ahead 0.81 of a read sweep, 4 KiB ahead 1.00 (of a
+    # sweep that read ~15% slower than the bench's: bench/README.md, "The harness's read sweep was slow").
     stream_lead_bytes: int = 4096
     # Instructions the front end dispatches per cycle (the port rule's dispatch class, cost.parts); a
     # parameter, not a price. Zen 4 renames 6 macro-ops per cycle [microarch.py: AMD19-4].
