@@ -52,7 +52,7 @@ CLANG_SETS = "main"
 def _clang_isas() -> str:
     from morello_build.target import native_isa
 
-    return ";".join(dict.fromkeys(["scalar", native_isa()]))
+    return ";".join(dict.fromkeys(["scalar", native_isa().removesuffix("_vnni")]))  # the matrix has no VNNI level
 
 
 def _build_and_test(build: Path, *configure_args) -> None:
