@@ -107,6 +107,10 @@ int main(int argc, char** argv) {
   std::vector<Copy> w(copies);
   for (auto& copy : w) {
     copy.p = static_cast<uint8_t*>(std::aligned_alloc(huge, alloc));
+    if (!copy.p) {
+      std::fprintf(stderr, "block_ab: out of memory for %d weight copies of %zu bytes\n", copies, BYTES);
+      return 2;
+    }
     if (advise) madvise(copy.p, alloc, MADV_HUGEPAGE);
   }
   for (auto& copy : w)
