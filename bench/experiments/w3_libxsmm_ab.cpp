@@ -8,6 +8,10 @@
 // (> 1: ours faster): N = 32, five runs of 41 rounds: 1.005, 1.011, 1.012, 1.016, 1.020 (ours 731-749 ns, libxsmm
 // 749-771; the bench's run 20 minutes earlier: 0.89 us against 0.756, 0.85x). N = 64, four runs: 0.885, 0.901, 1.010,
 // 0.970 (ours 5.9-7.4 us from run to run, libxsmm 6.0-6.7: not settled here). N = 8: 1.26; 16: 1.15; 128: 1.09.
+// Emerald Rapids VM (Intel, family 6 model 207, AVX-512; libxsmm 1.17 "cpx"), 2026-11-30, N = 32, --isa native
+// (avx512), 21 rounds: golden-cove profile 0.997 / 0.998 / 0.997 / 0.976 / 0.967 (ours 782-796 ns in one state of the
+// VM, 398-442 in another: 1024 cycles of FMAs are ~380 ns at 2.7 GHz, both near the ports' limit), built-in table
+// 1.043 / 0.976, a calibrated profile 0.970 / 0.974. With --isa avx2 (ymm) 0.52 against libxsmm's zmm kernel.
 // Build and run (from the repository root; W3_N must match the spec):
 //   .venv/bin/morello-build synth "matmul 32x32x32 serial" --isa avx2 --db none -o /tmp/w3_gen.hpp
 //   g++ -O2 -std=c++17 -DW3_N=32 -include /tmp/w3_gen.hpp bench/experiments/w3_libxsmm_ab.cpp -lxsmm -lblas
