@@ -3,7 +3,8 @@
 // load (the VM's speed drifts by a third within hours). Weights: ggml's Q4_0 blocks, or Q8_0's with
 // -DBLOCK_BYTES=34; with -DCHANNEL=8 or 4, i8 or i4 values with an f32 scale per column in an array of their own,
 // with -DGROUPED=G i8 values with an f16 scale per group of G;
-// with -DPLAIN=2 or 1, f16 or one-byte values (e4m3, sfp). -DMROWS=M rows of A (default 1); any activations.
+// with -DPLAIN=4, 2 or 1, f32, f16 / bf16 or one-byte values (e4m3, sfp). -DMROWS=M rows of A (default 1); any
+// activations. -DKDIM=K -DNDIM=N another shape (default 2048 x 16384; K a multiple of 32).
 // COPIES weight copies are rotated call by call (20: from DRAM; 1: 18 MiB of Q4_0, from L3), each round times the
 // three in a random order, a round's figure is the median of 3 calls, the report the median (and quartiles) over
 // rounds. The two kernels' outputs must agree: bit for bit (a change of instructions), or, where the programs sum in
@@ -41,7 +42,13 @@
 #ifndef MROWS
 #define MROWS 1
 #endif
-constexpr int K = 2048, N = 16384, M = MROWS;
+#ifndef KDIM
+#define KDIM 2048
+#endif
+#ifndef NDIM
+#define NDIM 16384
+#endif
+constexpr int K = KDIM, N = NDIM, M = MROWS;
 #if defined(CHANNEL) || defined(GROUPED)  // CHANNEL-bit weights (8: i8, 4: i4), scales in an array of their own:
 #ifdef GROUPED                            // i8 in groups of GROUPED along K, an f16 scale each, or
 #define CHANNEL 8
@@ -59,11 +66,13 @@ constexpr size_t BYTES = size_t(N) * K * CHANNEL / 8;
 #else
 #define WPTR(p) (p)
 #endif
-#elif defined(PLAIN)  // PLAIN bytes a value, no scales: f16 (2; halves of moderate size) or e4m3 / sfp (1)
+#elif defined(PLAIN)  // PLAIN bytes a value, no scales: f32 (4), f16 / bf16 (2; halves of moderate size), e4m3 / sfp (1)
 constexpr size_t BYTES = size_t(N) * K * PLAIN;
-#define BLOCK_BYTES 2
+#define BLOCK_BYTES (PLAIN == 4 ? 4 : 2)
 #define ARGS
-#if PLAIN == 2
+#if PLAIN == 4
+#define WPTR(p) reinterpret_cast<const float*>(p)
+#elif PLAIN == 2
 #define WPTR(p) reinterpret_cast<const uint16_t*>(p)
 #else
 #define WPTR(p) (p)
@@ -120,6 +129,9 @@ int main(int argc, char** argv) {
       for (int j = 2; j < BLOCK_BYTES; ++j) copy[i + j] = uint8_t(rng());
 #if defined(PLAIN) && PLAIN == 1
       copy[i] &= 0x77;  // no e4m3 NaN (S.1111.111)
+#elif defined(PLAIN) && PLAIN == 4
+      const float v = std::uniform_real_distribution<float>(-1, 1)(rng);
+      std::memcpy(&copy[i], &v, 4);
 #endif
     }
 #if defined(CHANNEL)
