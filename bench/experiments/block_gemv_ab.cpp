@@ -4,7 +4,8 @@
 // -DBLOCK_BYTES=34; with -DCHANNEL=8 or 4, i8 or i4 values with an f32 scale per column in an array of their own,
 // with -DGROUPED=G i8 values with an f16 scale per group of G;
 // with -DPLAIN=4, 2 or 1, f32, f16 / bf16 or one-byte values (e4m3, sfp). -DMROWS=M rows of A (default 1); any
-// activations. -DKDIM=K -DNDIM=N another shape (default 2048 x 16384; K a multiple of 32).
+// activations (f32; -DABF16: bf16, the kernels' A a uint16_t array). -DKDIM=K -DNDIM=N another shape (default 2048 x
+// 16384; K a multiple of 32).
 // COPIES weight copies are rotated call by call (20: from DRAM; 1: 18 MiB of Q4_0, from L3), each round times the
 // three in a random order, a round's figure is the median of 3 calls, the report the median (and quartiles) over
 // rounds. The two kernels' outputs must agree: bit for bit (a change of instructions), or, where the programs sum in
@@ -104,6 +105,17 @@ int main(int argc, char** argv) {
   std::mt19937 rng(7);
   std::vector<float> a(M * K), c[2] = {std::vector<float>(M * N), std::vector<float>(M * N)};
   for (auto& x : a) x = std::uniform_real_distribution<float>(-1, 1)(rng);
+#ifdef ABF16  // bf16 activations: a's values truncated to their top 16 bits
+  std::vector<uint16_t> a16(a.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    uint32_t u;
+    std::memcpy(&u, &a[i], 4);
+    a16[i] = uint16_t(u >> 16);
+  }
+#define APTR a16.data()
+#else
+#define APTR a.data()
+#endif
   // Weight copies 2 MiB-aligned and advised as transparent huge pages, as numpy does for the bench's arrays (of 4 MiB
   // and more), unless HUGE=0 in the environment: on 4 KiB pages the prefetchers stop at every page.
   struct Copy {
@@ -139,8 +151,8 @@ int main(int argc, char** argv) {
   for (auto& x : s) x = sizeof(Scale) == 4 ? Scale(std::uniform_real_distribution<float>(0.001f, 0.01f)(rng))
                                            : Scale(0x2000 + rng() % 0x800);
 #endif
-  morello::qa(a.data(), WPTR(w[0].data()), c[0].data() ARGS);
-  morello::qb(a.data(), WPTR(w[0].data()), c[1].data() ARGS);
+  morello::qa(APTR, WPTR(w[0].data()), c[0].data() ARGS);
+  morello::qb(APTR, WPTR(w[0].data()), c[1].data() ARGS);
 #ifndef LOOSE
   if (std::memcmp(c[0].data(), c[1].data(), sizeof(float) * M * N)) {
     double worst = 0, mean = 0;  // a different order of sums: differences against the outputs' mean size
@@ -156,8 +168,8 @@ int main(int argc, char** argv) {
     std::shuffle(order, order + 3, rng);
     for (int o : order) {
       const auto call = [&](int copy) {
-        if (o == 0) morello::qa(a.data(), WPTR(w[copy].data()), c[0].data() ARGS);
-        else if (o == 1) morello::qb(a.data(), WPTR(w[copy].data()), c[1].data() ARGS);
+        if (o == 0) morello::qa(APTR, WPTR(w[copy].data()), c[0].data() ARGS);
+        else if (o == 1) morello::qb(APTR, WPTR(w[copy].data()), c[1].data() ARGS);
         else sink = sweep(w[copy].data(), BYTES);
       };
       if (THREADS > 1) {  // the previous one's threads stop spinning (on 2 cores a spinner takes one), this one's wake
