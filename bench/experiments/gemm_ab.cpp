@@ -9,12 +9,12 @@
 //   .venv/bin/morello-build synth "matmul 512x512x512 serial" --profile cal.json --name qb -o /tmp/qb.hpp
 //   g++ -O2 -std=c++17 -DN_DIM=512 -I/tmp bench/experiments/gemm_ab.cpp -lpthread -o /tmp/gemm_ab && taskset -c 1 /tmp/gemm_ab 31
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
 
+#include "ab_timing.hpp"
 #include "qa.hpp"
 #include "qb.hpp"
 
@@ -22,18 +22,6 @@
 #define N_DIM 512
 #endif
 constexpr int N = N_DIM;
-
-template <class F>
-static double us_per_call(F f, int calls) {
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < calls; ++i) f();
-  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / calls;
-}
-
-static double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 int main(int argc, char** argv) {
   const int rounds = argc > 1 ? std::atoi(argv[1]) : 31;
@@ -47,8 +35,8 @@ int main(int argc, char** argv) {
   if (worst > 1e-4) return std::printf("the two kernels' outputs differ: %.2g (relative)\n", worst), 1;
   std::vector<double> ta, tb, ratio;
   for (int r = 0; r < rounds; ++r) {
-    ta.push_back(us_per_call([&] { morello::qa(a.data(), b.data(), c0.data()); }, 20));
-    tb.push_back(us_per_call([&] { morello::qb(a.data(), b.data(), c1.data()); }, 20));
+    ta.push_back(seconds_per_call([&] { morello::qa(a.data(), b.data(), c0.data()); }, 20) * 1e6);
+    tb.push_back(seconds_per_call([&] { morello::qb(a.data(), b.data(), c1.data()); }, 20) * 1e6);
     ratio.push_back(ta.back() / tb.back());
   }
   std::printf("medians of %d rounds: qa %.0f us, qb %.0f us, qa / qb %.3f (> 1: qb faster)\n", rounds, median(ta),

@@ -19,31 +19,17 @@
 #include <libxsmm.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
 
+#include "ab_timing.hpp"
+
 #ifndef W3_N
 #define W3_N 32
 #endif
 constexpr int N = W3_N;
-
-template <class F>
-static double ns_per_call(F f, int calls) {
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < calls; i++) {
-    f();
-    asm volatile("" ::: "memory");
-  }
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / calls * 1e9;
-}
-
-static double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 // Largest |got - want| over Σ|a·b| of each output (the bench's tolerance is 2e-4 of it).
 static double worst_error(const float* a, const float* b, const float* c) {
@@ -79,8 +65,8 @@ int main(int argc, char** argv) {
   if (ours_error > 2e-4 || xsmm_error > 2e-4) return std::printf("WRONG RESULT\n"), 1;
   std::vector<double> ours, theirs, ratio;
   for (int r = 0; r < rounds; r++) {
-    ours.push_back(ns_per_call([&] { morello::kernel(a, b, c); }, 5000));
-    theirs.push_back(ns_per_call([&] { xsmm(b, a, c); }, 5000));
+    ours.push_back(seconds_per_call([&] { morello::kernel(a, b, c); }, 5000) * 1e9);
+    theirs.push_back(seconds_per_call([&] { xsmm(b, a, c); }, 5000) * 1e9);
     ratio.push_back(theirs.back() / ours.back());
   }
   std::printf("medians of %d rounds: ours %.1f ns, libxsmm %.1f ns, libxsmm / ours %.3f (> 1: ours faster)\n", rounds,
