@@ -136,14 +136,16 @@ int main(int argc, char** argv) {
   }
   for (auto& copy : w)
     for (size_t i = 0; i < BYTES; i += BLOCK_BYTES) {
+#if defined(PLAIN) && PLAIN == 4  // f32 values in [-1, 1)
+      const float v = std::uniform_real_distribution<float>(-1, 1)(rng);
+      std::memcpy(&copy[i], &v, 4);
+#else
       const uint16_t d = uint16_t(0x2C00 + rng() % 0x1000);  // positive halves of moderate size
       std::memcpy(&copy[i], &d, 2);
       for (int j = 2; j < BLOCK_BYTES; ++j) copy[i + j] = uint8_t(rng());
 #if defined(PLAIN) && PLAIN == 1
       copy[i] &= 0x77;  // no e4m3 NaN (S.1111.111)
-#elif defined(PLAIN) && PLAIN == 4
-      const float v = std::uniform_real_distribution<float>(-1, 1)(rng);
-      std::memcpy(&copy[i], &v, 4);
+#endif
 #endif
     }
 #if defined(CHANNEL)
