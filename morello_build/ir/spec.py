@@ -9,7 +9,7 @@ memory-system values the spec algebra needs before a target is chosen are in mac
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields, replace
-from functools import cached_property, lru_cache
+from functools import lru_cache
 from math import prod
 from operator import attrgetter, itemgetter
 
@@ -19,6 +19,23 @@ from morello_build.ir.layout import Layout
 from morello_build.ir.levels import Level
 from morello_build.ir.machine import ALIAS_MAX, ALIAS_MIN, DEFAULT_LIMITS, L2_WAYS
 from morello_build.ir.ops import GATE, GATED, MATMUL, MOVE, PAIR, ZERO
+
+
+class _once:
+    """functools.cached_property without its lock (Python 3.11 takes one on every first read, and the search
+    creates hundreds of thousands of ops, each read once or twice): the value is stored in the instance's
+    __dict__, which later reads find before this (non-data) descriptor. Ops are immutable, so a race computes
+    the same value twice at worst."""
+
+    def __init__(self, fn):
+        self.fn, self.name = fn, fn.__name__
+        self.__doc__ = fn.__doc__
+
+    def __get__(self, obj, cls=None):
+        if obj is None:
+            return self
+        value = obj.__dict__[self.name] = self.fn(obj)
+        return value
 
 
 @dataclass(frozen=True, order=True)
@@ -41,7 +58,7 @@ class TensorSpec:
     def __hash__(self) -> int:
         return self._hash
 
-    @property
+    @_once
     def bytes(self) -> int:
         return _elements(self) * self.dtype.bytes
 
@@ -181,13 +198,13 @@ class Matmul:
     serial: bool = False
     epilogue: Epilogue = NO_EPILOGUE
 
-    # Each op class's operands and iteration shape are computed once per op (cached_property: outside the dataclass's
+    # Each op class's operands and iteration shape are computed once per op (_once: outside the dataclass's
     # fields, so equality, order and hash are unchanged), as the search's hot paths read them over and over.
-    @cached_property
+    @_once
     def operands(self) -> tuple[TensorSpec, ...]:
         return (self.a, self.b, self.c)
 
-    @cached_property
+    @_once
     def iter_shape(self) -> tuple[int, int, int, int]:
         """Iteration space (batch, m, k, n)."""
         b, m, k = self.a.shape
@@ -216,11 +233,11 @@ class Gated:
 
     accum = False
 
-    @cached_property
+    @_once
     def operands(self) -> tuple[TensorSpec, ...]:
         return (self.a, self.b1, self.b2, self.c)
 
-    @cached_property
+    @_once
     def iter_shape(self) -> tuple[int, int, int, int]:
         b, m, k = self.a.shape
         return (b, m, k, self.c.shape[2])
@@ -244,11 +261,11 @@ class Pair:
     accum = True
     epilogue = NO_EPILOGUE
 
-    @cached_property
+    @_once
     def operands(self) -> tuple[TensorSpec, ...]:
         return (self.a, self.b1, self.b2, self.c1, self.c2)
 
-    @cached_property
+    @_once
     def iter_shape(self) -> tuple[int, int, int, int]:
         b, m, k = self.a.shape
         return (b, m, k, self.c1.shape[2])
@@ -270,11 +287,11 @@ class Gate:
 
     accum = False
 
-    @cached_property
+    @_once
     def operands(self) -> tuple[TensorSpec, ...]:
         return (self.x1, self.x2, self.dst)
 
-    @cached_property
+    @_once
     def iter_shape(self) -> tuple[int, int, int]:
         return self.dst.shape
 
@@ -295,11 +312,11 @@ class Move:
 
     accum = False
 
-    @cached_property
+    @_once
     def operands(self) -> tuple[TensorSpec, ...]:
         return (self.src, self.dst)
 
-    @cached_property
+    @_once
     def iter_shape(self) -> tuple[int, int, int]:
         return self.dst.shape
 
@@ -316,11 +333,11 @@ class Zero:
     accum = False
     epilogue = NO_EPILOGUE
 
-    @cached_property
+    @_once
     def operands(self) -> tuple[TensorSpec, ...]:
         return (self.dst,)
 
-    @cached_property
+    @_once
     def iter_shape(self) -> tuple[int, int, int]:
         return self.dst.shape
 

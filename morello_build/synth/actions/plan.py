@@ -87,8 +87,14 @@ def _strips(op) -> tuple[tuple[int, int], ...]:
     return tuple((j, strip) for j, strip in pairs if strip != 1)
 
 
-def loop_regions(full, tile, dims):
-    """(remainder flags, tile count, region shape) for main tiles and ragged ends of each dim."""
+@lru_cache(maxsize=1 << 14)
+def loop_regions(full, tile, dims) -> tuple:
+    """(remainder flags, tile count, region shape) for main tiles and ragged ends of each dim; once per shape, tile
+    and dims (ops of other dtypes and layouts share them)."""
+    return tuple(_loop_regions(full, tile, dims))
+
+
+def _loop_regions(full, tile, dims):
     per_dim = []
     for d in dims:
         q, r = divmod(full[d], tile[d])

@@ -150,7 +150,7 @@ def _loop_shape(tile: Tile, op, target) -> _LoopShape | Refusal:
         return PEEL_TILES_K_ONLY
     if peel and op.c.level.is_register:
         return PEEL_IN_REGISTERS  # zeroing registers is free: peeling saves only the zeroing of C in memory
-    regions = tuple(loop_regions(full, tile.tile, dims))
+    regions = loop_regions(full, tile.tile, dims)
     if tile.parallel and sum(r[1] for r in regions) < 2:
         return ONE_TILE
     # Parallel loops only at the outermost loop level: one inside a serial loop would pay its
