@@ -69,21 +69,29 @@ class Select:
 
     TAG: ClassVar[str] = "K"
 
-    def plan(self, spec: Spec, target) -> Plan | Refusal:
+    def refusal(self, op, target) -> Refusal | None:
+        """Why the kernel cannot implement ``op`` on ``target`` (None: it can). Never for lack of memory, so the
+        search's policy leaves out the kernels refused here once per op (policy._actions)."""
         k = BY_NAME.get(self.kernel)
         if k is None:
             return UNKNOWN_KERNEL(self.kernel, ", ".join(BY_NAME))
-        if k.kind != spec.op.kind:
-            return WRONG_KIND(k.name, k.kind, spec.op.kind)
+        if k.kind != op.kind:
+            return WRONG_KIND(k.name, k.kind, op.kind)
         if not k.available_on(target):
             missing = sorted(k.features - target.features) + (
                 ["vector registers"] if k.vector and not target.lanes else []
             )
             return LACKS_FEATURES(k.name, ", ".join(missing), target.isa)
-        if spec.op.epilogue and not k.epilogue:
+        if op.epilogue and not k.epilogue:
             return NO_EPILOGUE_KERNEL(k.name)
-        if not k.applies(spec.op, target):
+        if not k.applies(op, target):
             return _DOES_NOT_FIT[k.name]
+        return None
+
+    def plan(self, spec: Spec, target) -> Plan | Refusal:
+        if why := self.refusal(spec.op, target):
+            return why
+        k = BY_NAME[self.kernel]
         own = k.cost(spec.op, target)
         parts = costmodel.parts(own, target.costs)
         cost, _ = costmodel.combine(parts, (), (), hidden=target.costs.hidden)
