@@ -80,9 +80,12 @@ def main(argv=None) -> int:
     p.add_argument("--workdir", default=None)
     args = p.parse_args(argv)
 
-    user = parse_spec(args.spec)
-    threads = 1 if user.serial and args.threads is None else args.threads
-    target = get_target(args.isa, threads=threads, profile=args.profile)
+    try:
+        user = parse_spec(args.spec)
+        threads = 1 if user.serial and args.threads is None else args.threads
+        target = get_target(args.isa, threads=threads, profile=args.profile)
+    except ValueError as e:  # a bad spec, ISA or profile: one line, no traceback
+        p.error(str(e))
     if args.rescore:
         return rescore(Path(args.rescore), target)
     t0 = time.monotonic()
@@ -121,6 +124,7 @@ def main(argv=None) -> int:
             for i, c in enumerate(cands)
         ],
         summary=summaries,
+        every_mode=_every_mode({m: [t.seconds for t in ts] for m, ts in modes.items()}),
     )
     out = Path(args.json or f"rank-{'_'.join(args.spec.split())}.json")
     out.write_text(json.dumps(report, indent=1))
@@ -151,7 +155,23 @@ def rescore(path: Path, target) -> int:
             f"cliffs {[order[i] for i in s['cliffs']] or 'none'}; cost range {costs[-1] / costs[0]:.2f}x; "
             f"measured at load {report['loadavg'][0]:.1f}"
         )
+    seconds = {m: [cands[i][m]["seconds"] for i in order] for m in report["summary"]}
+    if every := _every_mode(seconds):
+        every["best_index"] = order[every["best_index"]]  # as the JSON numbers the candidates
+        print(f"{report['spec']}: " + _every_mode_line(every, f"pick #{order[0]}"))
     return 0
+
+
+def _every_mode(seconds_by_mode: dict) -> dict | None:
+    """measure.one_program_for_all over the modes timed (None with one mode)."""
+    return measure.one_program_for_all(seconds_by_mode) if len(seconds_by_mode) > 1 else None
+
+
+def _every_mode_line(e: dict, pick: str) -> str:
+    return (
+        f"in every mode at once: {pick} runs within {e['pick']:.3f}x of each mode's fastest; the best any one "
+        f"candidate reaches is {e['best']:.3f}x (#{e['best_index']})"
+    )
 
 
 def _repeat(s) -> str:
@@ -215,6 +235,8 @@ def _print(report, modes, costs, cands) -> None:
             f"{CLIFF:g}x the pick's, time > {CLIFF:g}x): {s['cliffs'] or 'none'} "
             f"(10th percentiles: {s['cliffs_low'] or 'none'})"
         )
+    if report["every_mode"]:
+        con.print(_every_mode_line(report["every_mode"], "the pick"))
     con.print(f"clock {report['clock']}; load average {report['loadavg']}; seconds: {report['seconds']}")
 
 

@@ -120,6 +120,15 @@ def test_repeatability_ranks_the_two_halves_of_the_samples():
     assert repeatability(ties) == pytest.approx(-1.0)
 
 
+def test_one_program_for_all_modes_is_the_least_worst_ratio():
+    from morello_build.tools.measure import one_program_for_all
+
+    # 0 is fastest warm, 2 from DRAM; 1 is within 5% of both, the best any single pick can do.
+    e = one_program_for_all({"warm": [1.0, 1.05, 1.3], "dram": [2.4, 2.1, 2.0]})
+    assert e == dict(best=pytest.approx(1.05), best_index=1, pick=pytest.approx(1.2))
+    assert one_program_for_all({"warm": [3.0, 1.0]}, pick=1) == dict(best=1.0, best_index=1, pick=1.0)
+
+
 @pytest.mark.skipif(shutil.which("g++") is None, reason="needs a C++ compiler")
 def test_the_benchmark_harness_times_every_program(tmp_path):
     from morello_build.ir.grammar import parse_spec

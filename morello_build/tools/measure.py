@@ -259,6 +259,19 @@ def repeatability(timings: list[Timing]) -> float:
     return spearman([t.halves[0] for t in timings], [t.halves[1] for t in timings])
 
 
+def one_program_for_all(modes: dict[str, list[float]], pick: int = 0) -> dict:
+    """How close one program gets to the fastest in every mode at once (``modes``: seconds per candidate, e.g.
+    warm and from DRAM): for each candidate its worst ratio to a mode's fastest; the least of those (``best``,
+    candidate ``best_index``) is the most any single pick among them can reach, beside the ``pick``'s own. Where
+    the fastest warm and the fastest from DRAM are different programs, no cost model picks within 3% of both
+    unless some candidate is."""
+    fastest = {m: min(secs) for m, secs in modes.items()}
+    count = len(next(iter(modes.values())))
+    worst = [max(secs[i] / fastest[m] for m, secs in modes.items()) for i in range(count)]
+    best = min(range(count), key=worst.__getitem__)
+    return dict(best=worst[best], best_index=best, pick=worst[pick])
+
+
 def spearman(xs, ys) -> float:
     """Spearman's rank correlation (average ranks for ties)."""
     rx, ry = _ranks(xs), _ranks(ys)
