@@ -23,9 +23,9 @@ from morello_build.ir.ops import GATE, GATED, MATMUL, MOVE, PAIR, ZERO
 
 class _once:
     """functools.cached_property without its lock (Python 3.11 takes one on every first read, and the search
-    creates hundreds of thousands of ops, each read once or twice): the value is stored in the instance's
-    __dict__, which later reads find before this (non-data) descriptor. Ops are immutable, so a race computes
-    the same value twice at worst."""
+    creates hundreds of thousands of ops and tiles, each read once or twice): the value is stored in the
+    instance's __dict__, which later reads find before this (non-data) descriptor. Ops and tiles are immutable,
+    so a race computes the same value twice at worst."""
 
     def __init__(self, fn):
         self.fn, self.name = fn, fn.__name__

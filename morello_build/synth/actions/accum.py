@@ -22,7 +22,7 @@ UNKNOWN_KERNEL = Refusal("unknown-kernel", "unknown kernel '{}' (accepted: {})")
 WRONG_KIND = Refusal("wrong-kind", "{} implements a {}, not a {}")
 LACKS_FEATURES = Refusal("lacks-features", "{} needs {}, which {} lacks")
 KERNEL_DOES_NOT_FIT = Refusal("kernel-does-not-fit", "{} ({}) does not fit these operands")
-# The search meets this refusal most (every kernel of the op's kind is tried at every spec): made once.
+# The refusal met most (policy._actions asks every kernel of the op's kind once per op): made once.
 _DOES_NOT_FIT = {k.name: KERNEL_DOES_NOT_FIT(k.name, k.doc) for k in BY_NAME.values()}
 
 
