@@ -319,8 +319,16 @@ def chains(fmt, n: int, k: int, target) -> int:
     """FMA chains per column for n columns (_chains), fewer where hoists_zero's two registers (the group's sum
     of A, the zero point's vector) would not fit beside them: 1x2048x16384 q4_0 from DRAM, one thread, Zen 3,
     4 columns of AVX2: one chain each, 0.87-0.93x the time of two chains with 8 subtracted per vector (two
-    chains and the sum of A spill registers: 0.95-1.04x; one chain, subtracting per vector: 0.96-0.98x)."""
-    u = _chains(n, ceil(group_size(fmt, k) / target.lanes))
+    chains and the sum of A spill registers: 0.95-1.04x; one chain, subtracting per vector: 0.96-0.98x).
+    One chain where a group is at most two vectors (AVX-512, groups of 32): each group starts its partial sums
+    afresh, so only the accumulators chain across groups, and the core overlaps consecutive groups; a second
+    chain only costs an add per group and column (and a double-chunk format never fills it). Emerald Rapids, one
+    thread, 1x2048x16384 f32 activations, against two chains in one process: q8_0 0.90-0.92x the time from L2
+    (1x2048x512), 0.976x from DRAM, i8 g32 0.953x; two threads 0.974x and 0.966x."""
+    per_group = ceil(group_size(fmt, k) / target.lanes)
+    if per_group <= 2:
+        return 1
+    u = _chains(n, per_group)
     if hoists_zero(fmt, k, target.lanes):
         while u > 1 and vector_regs(fmt, n, k, target, u) > target.vector_regs:
             u -= 1
