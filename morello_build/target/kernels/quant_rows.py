@@ -34,9 +34,11 @@ from morello_build.target.kernels.dot import (
     next_columns_loads,
 )
 from morello_build.target.kernels.quant import (
+    block_scale_features,
     chunk_loop,
     column_pointers,
     column_reads,
+    gathers_block_scales,
     group_loop,
     group_size,
     prefetch_head,
@@ -46,6 +48,10 @@ from morello_build.target.kernels.quant import (
     scale_vector,
     widen_features,
     widened,
+    widened_block_scales,
+    widened_scale_features,
+    widened_scales,
+    widens_scales,
     zero_value,
 )
 from morello_build.target.kernels.quant_int_prefetch import step_slots, streams_by_group
@@ -106,7 +112,12 @@ def _cost(op, target):
         hsum=m * n,
         loop_iter=groups if groups > 1 else 0,
     )
-    feats += scale_features(fmt, n, groups)
+    if gathers_block_scales(fmt, k, target):
+        feats += block_scale_features(n, groups)
+    elif widens_scales(fmt, k, target):
+        feats += widened_scale_features(n, groups, W) + scale_features(fmt, n, groups, scales=False)
+    else:
+        feats += scale_features(fmt, n, groups)
     trips, singles = _next_columns_trips(op, target), _singles(op)
     for one in singles:  # each B's columns (and A, once: below)
         if trips:
@@ -161,8 +172,16 @@ def _emit(lw, node, binds) -> None:
     ends = [(i + 1) * n - 1 for i in range(len(bs))]
     lasts = [[bps[e]] + sps[e : e + 1] + zps[e : e + 1] for e in ends] if streams_by_group(bs[0], k, lw.target) else []
 
+    # The columns' scales as f32 arrays once per call, as dot_quant widens them (quant.gathers_block_scales,
+    # widens_scales): a group's scale is then a broadcast load, not a conversion per group and column.
+    scales = [None] * len(cols)
+    if gathers_block_scales(fmt, k, lw.target):
+        scales = [widened_block_scales(lw, fmt, bp, groups) for bp in bps]
+    elif widens_scales(fmt, k, lw.target):
+        scales = [widened_scales(lw, fmt, groups, sp)[0] for sp in sps]
+
     def group(g: str, trip_head) -> list:
-        terms = [_group_terms(lw, fmt, col, g) for col in cols]
+        terms = [_group_terms(lw, fmt, col, g, sc) for col, sc in zip(cols, scales)]
         shares = [step_slots(lw, bi, last, k, n, g, groups, ncols) for bi, last in zip(bs, lasts)]
         slots = [sum(per, []) for per in zip(*shares)] if shares else None
         _chunks(lw, fmt, accs, aps, cols, terms, g, G, scaled=groups > 1, head=trip_head, slots=slots)
@@ -183,14 +202,15 @@ def _emit(lw, node, binds) -> None:
     lw.close()
 
 
-def _group_terms(lw, fmt, col, g: str) -> tuple[str | None, str | None]:
-    """Group g's scale vector (a name) and zero point (i4: a C int; i8: a vector name), hoisted per group."""
+def _group_terms(lw, fmt, col, g: str, scales: str | None = None) -> tuple[str | None, str | None]:
+    """Group g's scale vector (a name: a broadcast from the column's widened ``scales``, else converted here) and
+    zero point (i4: a C int; i8: a vector name), hoisted per group."""
     bp, sp, zp = col
     vt, v = lw.target.vtype, lw.v
     sv = zv = None
     if fmt.group > 1:
         sv = lw.fresh("sv")
-        lw.emit(f"const {vt} {sv} = {scale_vector(lw, fmt, bp, sp, g)};")
+        lw.emit(f"const {vt} {sv} = {f'{v}::bcast({scales}[{g}])' if scales else scale_vector(lw, fmt, bp, sp, g)};")
     if fmt.name == "i4":
         zv = f"int({zp}[{g}])" if fmt.zero else "8"
     elif (z := zero_value(lw, fmt, bp, zp, g)) is not None:
