@@ -179,6 +179,25 @@ def widened_scale_features(cols: int, groups: int, lanes: int) -> Features:
     return Features.of(vec_load=steps + cols * groups, vec_op=2 * steps, vec_store=steps)
 
 
+def widened_column_scales(lw, fmt, k: int, bps, sps) -> list | None:
+    """Each column's scales as an f32 array on the stack, widened once per call where gathers_block_scales or
+    widens_scales (their names), else None: each group's are converted per column (scale_vector)."""
+    if gathers_block_scales(fmt, k, lw.target):
+        return [widened_block_scales(lw, fmt, bp, k // fmt.group) for bp in bps]
+    if widens_scales(fmt, k, lw.target):
+        return [widened_scales(lw, fmt, k // fmt.group, sp)[0] for sp in sps]
+    return None
+
+
+def column_scale_features(fmt, k: int, target, cols: int, groups: int) -> Features:
+    """The scales of ``cols`` columns as widened_column_scales brings them to the groups."""
+    if gathers_block_scales(fmt, k, target):
+        return block_scale_features(cols, groups)
+    if widens_scales(fmt, k, target):
+        return widened_scale_features(cols, groups, target.lanes) + scale_features(fmt, cols, groups, scales=False)
+    return scale_features(fmt, cols, groups)
+
+
 def block_scale_features(cols: int, groups: int) -> Features:
     """widened_block_scales for ``cols`` columns (per 16 groups a gather, a load per lane it fills, a narrowing, a
     conversion and a store), then a broadcast load per group and column."""
@@ -215,14 +234,7 @@ def _cost(op, target, cols: int | None = None):
         loop_iter=groups if groups > 1 else 0,
     )
     streamed = cols is None and streams(op, target)
-    feats += zero_sum_features(fmt, k, W)
-    gathered = cols is None and gathers_block_scales(fmt, k, target)  # the pair (cols) converts per group
-    if gathered:
-        feats += block_scale_features(n, groups)
-    elif cols is None and widens_scales(fmt, k, target):
-        feats += widened_scale_features(n, groups, W) + scale_features(fmt, n, groups, scales=False)
-    else:
-        feats += scale_features(fmt, n, groups)
+    feats += zero_sum_features(fmt, k, W) + column_scale_features(fmt, k, target, n, groups)
     steps = _trip_steps(op, target) or None  # else a step per group
     return feats + column_reads(op, target, streamed, _prefetches(op, target, cols), steps=steps)
 
@@ -418,11 +430,7 @@ def _emit(lw, node, binds) -> None:
     else:
         accs = _zeroed(lw, [[lw.fresh("acc")] for _ in range(n)])
         stream = (b, last) if streams_by_group(op.b, k, lw.target) else None
-        scales = None
-        if gathers_block_scales(fmt, k, lw.target):
-            scales = [widened_block_scales(lw, fmt, bp, k // fmt.group) for bp in bps]
-        elif widens_scales(fmt, k, lw.target):
-            scales = [widened_scales(lw, fmt, k // fmt.group, sp)[0] for sp in sps]
+        scales = widened_column_scales(lw, fmt, k, bps, sps)
         _grouped(lw, fmt, [col[0] for col in accs], ap, bps, sps, zps, k, u, prefetch, stream, scales)
         accs = [col[0] for col in accs]
     for j, acc in enumerate(accs):

@@ -72,7 +72,8 @@ def _emit(lw, node, binds) -> None:
         accs = [pairwise_sum(lw, col) for col in parts]
     else:
         accs = [col[0] for col in quant._zeroed(lw, [[lw.fresh("acc")] for _ in range(cols)])]
-        quant._grouped(lw, fmt, accs, ap, bps, sps, zps, k, u, (head, rolled))
+        scales = quant.widened_column_scales(lw, fmt, k, bps, sps)
+        quant._grouped(lw, fmt, accs, ap, bps, sps, zps, k, u, (head, rolled), scales=scales)
     outs = [(c, j) for c in (c1, c2) for j in range(n)]
     for (c, j), acc in zip(outs, accs):
         lw.emit(f"{lw.elem(c, (0, 0, j))} += {lw.v}::hsum({acc});")

@@ -34,24 +34,19 @@ from morello_build.target.kernels.dot import (
     next_columns_loads,
 )
 from morello_build.target.kernels.quant import (
-    block_scale_features,
     chunk_loop,
     column_pointers,
     column_reads,
-    gathers_block_scales,
+    column_scale_features,
     group_loop,
     group_size,
     prefetch_head,
     prefetch_plan,
     rolled,
-    scale_features,
     scale_vector,
     widen_features,
     widened,
-    widened_block_scales,
-    widened_scale_features,
-    widened_scales,
-    widens_scales,
+    widened_column_scales,
     zero_value,
 )
 from morello_build.target.kernels.quant_int_prefetch import step_slots, streams_by_group
@@ -112,12 +107,7 @@ def _cost(op, target):
         hsum=m * n,
         loop_iter=groups if groups > 1 else 0,
     )
-    if gathers_block_scales(fmt, k, target):
-        feats += block_scale_features(n, groups)
-    elif widens_scales(fmt, k, target):
-        feats += widened_scale_features(n, groups, W) + scale_features(fmt, n, groups, scales=False)
-    else:
-        feats += scale_features(fmt, n, groups)
+    feats += column_scale_features(fmt, k, target, n, groups)
     trips, singles = _next_columns_trips(op, target), _singles(op)
     for one in singles:  # each B's columns (and A, once: below)
         if trips:
@@ -172,13 +162,9 @@ def _emit(lw, node, binds) -> None:
     ends = [(i + 1) * n - 1 for i in range(len(bs))]
     lasts = [[bps[e]] + sps[e : e + 1] + zps[e : e + 1] for e in ends] if streams_by_group(bs[0], k, lw.target) else []
 
-    # The columns' scales as f32 arrays once per call, as dot_quant widens them (quant.gathers_block_scales,
-    # widens_scales): a group's scale is then a broadcast load, not a conversion per group and column.
-    scales = [None] * len(cols)
-    if gathers_block_scales(fmt, k, lw.target):
-        scales = [widened_block_scales(lw, fmt, bp, groups) for bp in bps]
-    elif widens_scales(fmt, k, lw.target):
-        scales = [widened_scales(lw, fmt, groups, sp)[0] for sp in sps]
+    # The columns' scales as f32 arrays once per call, as dot_quant widens them: a group's scale is then a
+    # broadcast load, not a conversion per group and column.
+    scales = widened_column_scales(lw, fmt, k, bps, sps) or [None] * len(cols)
 
     def group(g: str, trip_head) -> list:
         terms = [_group_terms(lw, fmt, col, g, sc) for col, sc in zip(cols, scales)]
