@@ -133,12 +133,12 @@ def scale_features(fmt, cols: int, groups: int, scales: bool = True) -> Features
 
 
 def gathers_block_scales(fmt, k: int, target) -> bool:
-    """Whether dot_quant (and the rows and pair kernels) widens the fp16 d of ggml's blocks (q8_0, q4_0) into an
-    f32 array once per call (widened_block_scales) instead of broadcasting and converting each group's per column:
-    on AVX-512 (a 16-lane gather), with several groups. Each group's conversion took the shuffle port beside the widening:
-    1x2048x16384 q8_0, one thread, Emerald Rapids, one process (bench/experiments/block_gemv_ab.cpp -DBLOCK_BYTES=34,
-    41 rounds, three runs): from DRAM 3076 / 3214 / 3138 -> 2905 / 3133 / 2973 us (read sweeps 2657 / 2769 / 2755),
-    from L3 2359 -> 2081; outputs bit-identical."""
+    """Whether dot_quant (and the rows and pair kernels) widens the fp16 d of ggml's blocks (q8_0, q4_0) into an f32
+    array once per call (widened_block_scales) instead of broadcasting and converting each group's per column: on
+    AVX-512 (a 16-lane gather), with several groups. Each group's conversion took the shuffle port beside the
+    widening: 1x2048x16384 q8_0, one thread, Emerald Rapids, one process (bench/experiments/block_gemv_ab.cpp
+    -DBLOCK_BYTES=34, 41 rounds, three runs): from DRAM 3076 / 3214 / 3138 -> 2905 / 3133 / 2973 us (read sweeps
+    2657 / 2769 / 2755), from L3 2359 -> 2081; outputs bit-identical."""
     return bool(fmt.block) and fmt.header == "f16" and target.lanes == 16 and k // fmt.group > 1
 
 
@@ -154,10 +154,10 @@ def widened_block_scales(lw, fmt, bp: str, groups: int) -> str:
 def widens_scales(fmt, k: int, target) -> bool:
     """Whether dot_quant (and the rows and pair kernels) widens a column's separate f16 or bf16 scales into an f32
     array once per call (widened_scales, a vector a load and a conversion) instead of broadcasting and converting
-    each group's: with several groups (as dot_quant_lut does). 1x2048x16384 i8 g32 f16 scales, one thread, Emerald Rapids, one
-    process (block_gemv_ab.cpp -DGROUPED=32): from DRAM 3571 / 3429 / 3435 -> 3465 / 3307 / 3386 us (read sweeps
-    3171 / 3054 / 3157), from L3 2784 -> 2419; AVX2 (--isa avx2) 3810 / 3334 -> 3634 / 3209 (sweeps 3133 / 2840),
-    from L3 2651 -> 2079; outputs bit-identical."""
+    each group's: with several groups (as dot_quant_lut does). 1x2048x16384 i8 g32 f16 scales, one thread, Emerald
+    Rapids, one process (block_gemv_ab.cpp -DGROUPED=32): from DRAM 3571 / 3429 / 3435 -> 3465 / 3307 / 3386 us
+    (read sweeps 3171 / 3054 / 3157), from L3 2784 -> 2419; AVX2 (--isa avx2) 3810 / 3334 -> 3634 / 3209 (sweeps
+    3133 / 2840), from L3 2651 -> 2079; outputs bit-identical."""
     return fmt.scales in ("f16", "bf16") and not fmt.block and target.lanes >= 8 and k // fmt.group > 1
 
 
