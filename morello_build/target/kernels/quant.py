@@ -332,13 +332,14 @@ def chains(fmt, n: int, k: int, target) -> int:
     of A, the zero point's vector) would not fit beside them: 1x2048x16384 q4_0 from DRAM, one thread, Zen 3,
     4 columns of AVX2: one chain each, 0.87-0.93x the time of two chains with 8 subtracted per vector (two
     chains and the sum of A spill registers: 0.95-1.04x; one chain, subtracting per vector: 0.96-0.98x).
-    One chain where a group is at most two vectors (AVX-512, groups of 32): each group starts its partial sums
-    afresh, so only the accumulators chain across groups, and the core overlaps consecutive groups; a second
-    chain only costs an add per group and column (and a double-chunk format never fills it). Emerald Rapids, one
-    thread, 1x2048x16384 f32 activations, against two chains in one process: q8_0 0.90-0.92x the time from L2
-    (1x2048x512), 0.976x from DRAM, i8 g32 0.953x; two threads 0.974x and 0.966x."""
+    One chain where a group is at most four vectors (groups of 32): each group starts its partial sums afresh, so
+    only the accumulators chain across groups, and the core overlaps consecutive groups; more chains only cost
+    adds per group and column (and a double-chunk format never fills a second one on AVX-512). Emerald Rapids,
+    1x2048x16384 f32 activations, against two chains in one process: AVX-512, one thread, q8_0 0.90-0.92x the
+    time from L2 (1x2048x512), 0.976x from DRAM, i8 g32 0.953x; two threads 0.974x and 0.966x; AVX2 (--isa avx2),
+    one thread, q8_0 0.92-0.94x from L2, 0.957x from DRAM, i8 g32 0.948x."""
     per_group = ceil(group_size(fmt, k) / target.lanes)
-    if per_group <= 2:
+    if per_group <= 4:
         return 1
     u = _chains(n, per_group)
     if hoists_zero(fmt, k, target.lanes):
