@@ -51,6 +51,7 @@ def summarize(costs, timings) -> dict:
         cliffs=cliffs,
         cliffs_low=cliffs_low,
         median_spread=sorted(t.spread for t in timings)[len(timings) // 2],
+        misranked=measure.misranked(costs, secs),
     )
 
 
@@ -155,6 +156,7 @@ def rescore(path: Path, target) -> int:
             f"cliffs {[order[i] for i in s['cliffs']] or 'none'}; cost range {costs[-1] / costs[0]:.2f}x; "
             f"measured at load {report['loadavg'][0]:.1f}"
         )
+        print(f"{report['spec']} {m}: {_misranked_line(s['misranked'], order)}")
     seconds = {m: [cands[i][m]["seconds"] for i in order] for m in report["summary"]}
     if every := _every_mode(seconds):
         every["best_index"] = order[every["best_index"]]  # as the JSON numbers the candidates
@@ -172,6 +174,18 @@ def _every_mode_line(e: dict, pick: str) -> str:
         f"in every mode at once: {pick} runs within {e['pick']:.3f}x of each mode's fastest; the best any one "
         f"candidate reaches is {e['best']:.3f}x (#{e['best_index']})"
     )
+
+
+def _misranked_line(worst: list[dict], order=None) -> str:
+    """measure.misranked's candidates in words (``order``: rescore's, to number them as the JSON does)."""
+    parts = [
+        f"#{order[w['index']] if order else w['index']} (cost rank {w['cost_rank']:g}, time rank {w['time_rank']:g}: "
+        f"{w['share']:.0%}; rho without it{' and those before' if n else ''} "
+        + ("-" if w["rho_without_these"] is None else f"{w['rho_without_these']:.2f}")
+        + ")"
+        for n, w in enumerate(worst)
+    ]
+    return "most of the rank error: " + (", ".join(parts) or "none (the model ranks them as measured)")
 
 
 def _repeat(s) -> str:
@@ -235,6 +249,7 @@ def _print(report, modes, costs, cands) -> None:
             f"{CLIFF:g}x the pick's, time > {CLIFF:g}x): {s['cliffs'] or 'none'} "
             f"(10th percentiles: {s['cliffs_low'] or 'none'})"
         )
+        con.print(f"{m}: {_misranked_line(s['misranked'])}")
     if report["every_mode"]:
         con.print(_every_mode_line(report["every_mode"], "the pick"))
     con.print(f"clock {report['clock']}; load average {report['loadavg']}; seconds: {report['seconds']}")

@@ -107,6 +107,19 @@ def test_spearman():
     assert spearman([1, 1, 2], [5, 5, 9]) == pytest.approx(1.0)
 
 
+def test_misranked_names_the_candidates_that_carry_the_rank_error():
+    """Six programs the model ranks as measured but for one (cost rank 6, time rank 1): it carries the largest
+    share of the squared rank differences, and rho over the others is 1."""
+    from morello_build.tools.measure import misranked
+
+    costs, secs = [1, 2, 3, 4, 5, 6], [2.0, 3.0, 4.0, 5.0, 6.0, 1.0]
+    worst = misranked(costs, secs, most=2)
+    assert [w["index"] for w in worst][0] == 5 and (worst[0]["cost_rank"], worst[0]["time_rank"]) == (6, 1)
+    assert worst[0]["share"] == pytest.approx(25 / 30) and worst[0]["rho_without_these"] == pytest.approx(1.0)
+    assert sum(w["share"] for w in misranked(costs, secs, most=6)) == pytest.approx(1.0)
+    assert misranked(costs, [c * 2.0 for c in costs]) == []  # ranked as measured: no error to name
+
+
 def test_repeatability_ranks_the_two_halves_of_the_samples():
     """A timing's halves are the medians of alternate samples (rounds); over programs that differ they rank
     alike (1), over ties that only noise separates they do not: the ceiling of any model's rho."""

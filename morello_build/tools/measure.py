@@ -283,6 +283,24 @@ def spearman(xs, ys) -> float:
     return cov / (vx * vy) if vx and vy else 0.0
 
 
+def misranked(costs, seconds, most: int = 3) -> list[dict]:
+    """The ``most`` candidates that account for the largest shares of the model's rank error: for each, its rank
+    by cost and by time (1: the cheapest, the fastest) and its share of the sum of squared rank differences
+    (Spearman's rho is 1 - 6 x that sum / (n^3 - n) without ties), and rho once it and those before it are left
+    out. Where one or two programs take most of the error, a model change for them is where rho is won (32^3 warm,
+    Emerald Rapids: two of 30 carried 63% of it, bench/RANK.md)."""
+    rc, rt = _ranks(costs), _ranks(seconds)
+    d2 = [(a - b) ** 2 for a, b in zip(rc, rt)]
+    total = sum(d2) or 1.0
+    worst = sorted((i for i in range(len(d2)) if d2[i]), key=lambda i: -d2[i])[:most]
+    out = []
+    for n, i in enumerate(worst, 1):
+        rest = [j for j in range(len(costs)) if j not in worst[:n]]
+        rho = spearman([costs[j] for j in rest], [seconds[j] for j in rest]) if len(rest) > 2 else None
+        out.append(dict(index=i, cost_rank=rc[i], time_rank=rt[i], share=d2[i] / total, rho_without_these=rho))
+    return out
+
+
 def _ranks(xs) -> list[float]:
     order = sorted(range(len(xs)), key=lambda i: xs[i])
     ranks = [0.0] * len(xs)
