@@ -15,45 +15,25 @@
 #include <algorithm>
 #include <immintrin.h>
 alignas(64) static float buf[4096];  // 16 KiB
+// Twelve independent instructions on registers 1-12 (INSN(i): register i, the i-th element, vector or line of buf).
+#define TWELVE(INSN) INSN(1) INSN(2) INSN(3) INSN(4) INSN(5) INSN(6) INSN(7) INSN(8) INSN(9) INSN(10) INSN(11) INSN(12)
+#define CLOBBERS "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12"
+#define BCAST_ZMM(i) "vbroadcastss 4*" #i "(%0), %%zmm" #i "\n\t"
+#define BCAST_YMM(i) "vbroadcastss 4*" #i "(%0), %%ymm" #i "\n\t"
+#define LOAD_ZMM(i) "vmovups 64*" #i "(%0), %%zmm" #i "\n\t"
+#define LOAD_YMM(i) "vmovups 32*" #i "(%0), %%ymm" #i "\n\t"
+#define FMA_BCAST(i) "vfmadd231ps 4*" #i "(%0)%{1to16%}, %%zmm0, %%zmm" #i "\n\t"  // the broadcast's load inside
+#define FMA_REG(i) "vfmadd231ps %%zmm13, %%zmm0, %%zmm" #i "\n\t"  // the FMA pipes' rate: the clock reference
+
 template <int kind> double run(long iters) {
   auto t0 = std::chrono::steady_clock::now();
   for (long i = 0; i < iters; ++i) {
-    if (kind == 0)
-      asm volatile(
-          "vbroadcastss 0(%0), %%zmm1\n\t vbroadcastss 4(%0), %%zmm2\n\t vbroadcastss 8(%0), %%zmm3\n\t vbroadcastss 12(%0), %%zmm4\n\t"
-          "vbroadcastss 16(%0), %%zmm5\n\t vbroadcastss 20(%0), %%zmm6\n\t vbroadcastss 24(%0), %%zmm7\n\t vbroadcastss 28(%0), %%zmm8\n\t"
-          "vbroadcastss 32(%0), %%zmm9\n\t vbroadcastss 36(%0), %%zmm10\n\t vbroadcastss 40(%0), %%zmm11\n\t vbroadcastss 44(%0), %%zmm12\n\t"
-          :: "r"(buf) : "xmm1","xmm2","xmm3","xmm4","xmm5","xmm6","xmm7","xmm8","xmm9","xmm10","xmm11","xmm12");
-    else if (kind == 1)
-      asm volatile(
-          "vbroadcastss 0(%0), %%ymm1\n\t vbroadcastss 4(%0), %%ymm2\n\t vbroadcastss 8(%0), %%ymm3\n\t vbroadcastss 12(%0), %%ymm4\n\t"
-          "vbroadcastss 16(%0), %%ymm5\n\t vbroadcastss 20(%0), %%ymm6\n\t vbroadcastss 24(%0), %%ymm7\n\t vbroadcastss 28(%0), %%ymm8\n\t"
-          "vbroadcastss 32(%0), %%ymm9\n\t vbroadcastss 36(%0), %%ymm10\n\t vbroadcastss 40(%0), %%ymm11\n\t vbroadcastss 44(%0), %%ymm12\n\t"
-          :: "r"(buf) : "xmm1","xmm2","xmm3","xmm4","xmm5","xmm6","xmm7","xmm8","xmm9","xmm10","xmm11","xmm12");
-    else if (kind == 2)
-      asm volatile(
-          "vmovups 0(%0), %%zmm1\n\t vmovups 64(%0), %%zmm2\n\t vmovups 128(%0), %%zmm3\n\t vmovups 192(%0), %%zmm4\n\t"
-          "vmovups 256(%0), %%zmm5\n\t vmovups 320(%0), %%zmm6\n\t vmovups 384(%0), %%zmm7\n\t vmovups 448(%0), %%zmm8\n\t"
-          "vmovups 512(%0), %%zmm9\n\t vmovups 576(%0), %%zmm10\n\t vmovups 640(%0), %%zmm11\n\t vmovups 704(%0), %%zmm12\n\t"
-          :: "r"(buf) : "xmm1","xmm2","xmm3","xmm4","xmm5","xmm6","xmm7","xmm8","xmm9","xmm10","xmm11","xmm12");
-    else if (kind == 3)  // FMA with embedded broadcast: the broadcast's load inside the FMA
-      asm volatile(
-          "vfmadd231ps 0(%0)%{1to16%}, %%zmm0, %%zmm1\n\t vfmadd231ps 4(%0)%{1to16%}, %%zmm0, %%zmm2\n\t vfmadd231ps 8(%0)%{1to16%}, %%zmm0, %%zmm3\n\t vfmadd231ps 12(%0)%{1to16%}, %%zmm0, %%zmm4\n\t"
-          "vfmadd231ps 16(%0)%{1to16%}, %%zmm0, %%zmm5\n\t vfmadd231ps 20(%0)%{1to16%}, %%zmm0, %%zmm6\n\t vfmadd231ps 24(%0)%{1to16%}, %%zmm0, %%zmm7\n\t vfmadd231ps 28(%0)%{1to16%}, %%zmm0, %%zmm8\n\t"
-          "vfmadd231ps 32(%0)%{1to16%}, %%zmm0, %%zmm9\n\t vfmadd231ps 36(%0)%{1to16%}, %%zmm0, %%zmm10\n\t vfmadd231ps 40(%0)%{1to16%}, %%zmm0, %%zmm11\n\t vfmadd231ps 44(%0)%{1to16%}, %%zmm0, %%zmm12\n\t"
-          :: "r"(buf) : "xmm1","xmm2","xmm3","xmm4","xmm5","xmm6","xmm7","xmm8","xmm9","xmm10","xmm11","xmm12");
-    else if (kind == 4)
-      asm volatile(
-          "vmovups 0(%0), %%ymm1\n\t vmovups 32(%0), %%ymm2\n\t vmovups 64(%0), %%ymm3\n\t vmovups 96(%0), %%ymm4\n\t"
-          "vmovups 128(%0), %%ymm5\n\t vmovups 160(%0), %%ymm6\n\t vmovups 192(%0), %%ymm7\n\t vmovups 224(%0), %%ymm8\n\t"
-          "vmovups 256(%0), %%ymm9\n\t vmovups 288(%0), %%ymm10\n\t vmovups 320(%0), %%ymm11\n\t vmovups 352(%0), %%ymm12\n\t"
-          :: "r"(buf) : "xmm1","xmm2","xmm3","xmm4","xmm5","xmm6","xmm7","xmm8","xmm9","xmm10","xmm11","xmm12");
-    else  // FMA, register operands only: the FMA pipes' rate, the clock reference
-      asm volatile(
-          "vfmadd231ps %%zmm13, %%zmm0, %%zmm1\n\t vfmadd231ps %%zmm13, %%zmm0, %%zmm2\n\t vfmadd231ps %%zmm13, %%zmm0, %%zmm3\n\t vfmadd231ps %%zmm13, %%zmm0, %%zmm4\n\t"
-          "vfmadd231ps %%zmm13, %%zmm0, %%zmm5\n\t vfmadd231ps %%zmm13, %%zmm0, %%zmm6\n\t vfmadd231ps %%zmm13, %%zmm0, %%zmm7\n\t vfmadd231ps %%zmm13, %%zmm0, %%zmm8\n\t"
-          "vfmadd231ps %%zmm13, %%zmm0, %%zmm9\n\t vfmadd231ps %%zmm13, %%zmm0, %%zmm10\n\t vfmadd231ps %%zmm13, %%zmm0, %%zmm11\n\t vfmadd231ps %%zmm13, %%zmm0, %%zmm12\n\t"
-          ::: "xmm1","xmm2","xmm3","xmm4","xmm5","xmm6","xmm7","xmm8","xmm9","xmm10","xmm11","xmm12");
+    if (kind == 0) asm volatile(TWELVE(BCAST_ZMM)::"r"(buf) : CLOBBERS);
+    else if (kind == 1) asm volatile(TWELVE(BCAST_YMM)::"r"(buf) : CLOBBERS);
+    else if (kind == 2) asm volatile(TWELVE(LOAD_ZMM)::"r"(buf) : CLOBBERS);
+    else if (kind == 3) asm volatile(TWELVE(FMA_BCAST)::"r"(buf) : CLOBBERS);
+    else if (kind == 4) asm volatile(TWELVE(LOAD_YMM)::"r"(buf) : CLOBBERS);
+    else asm volatile(TWELVE(FMA_REG)::: CLOBBERS);
   }
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / (iters * 12.0) * 1e9;
 }
