@@ -76,6 +76,18 @@ def test_stream_adjustments_are_measured_differences_and_may_be_negative():
     assert not set(profiles.SIGNED) & set(fit.fit(no_reference).costs)
 
 
+def test_all_threads_reading_dram_measure_the_machines_line_not_gl_line():
+    """dram_line_all (every thread reads its part of a DRAM buffer at once: ns a line of one thread) over the
+    threads that read is gl_line_shared, the machine's line time; it is no gl_line row (a 16-vCPU Emerald Rapids
+    VM: 14.9 cycles a line alone, 30.7 each of 16 reading, which pulled the fitted gl_line to 16.7). On one
+    thread it says nothing of the machine: no gl_line_shared."""
+    cycles = synthetic_cycles(TRUE) | {"dram_line_all": 2 * TRUE["gl_line"]}
+    on16 = fit.fit(cycles, threads=16)
+    assert on16.costs["gl_line_shared"] == pytest.approx(2 * TRUE["gl_line"] / 16)
+    assert on16.costs["gl_line"] == pytest.approx(TRUE["gl_line"], rel=1e-3) and "dram_line_all" not in on16.residuals
+    assert "gl_line_shared" not in fit.fit(cycles, threads=1).costs
+
+
 def test_a_negative_stream_adjustment_keeps_the_bound_and_the_refunds_sound():
     """A profile may price two streams below one: a line read again (a loop's L1 or L2 refund) still costs at
     least l1_line / l2_line (the refunds of lines that may have been read as streams, weights stored N x K, are

@@ -78,3 +78,30 @@ def test_python_api_threads(tmp_path, monkeypatch):
         text = pyapi._synthesize("matmul 2x2x2", "scalar", n, None, "kernel", "morello")
         assert f"static constexpr int threads = {n};" in text
     assert len(list((tmp_path / "headers").iterdir())) == 2
+
+
+def test_a_parallel_loops_threads_read_main_memory_no_faster_than_the_machine():
+    """gl_line_shared (CostTable; calibrate measures it) slows each thread of a parallel loop's main-memory
+    transfers down to the machine's bandwidth (cost.contention), so a DRAM-bound GEMV on 16 threads is no longer
+    costed 16x faster than on one (a 16-vCPU Emerald Rapids VM ran the flagship 6.5-7.4x faster). The built-in
+    tables leave it 0: no slowdown, the programs and costs of before."""
+    from morello_build.synth.cost import CLASSES, contention
+    from morello_build.synth.search import Search
+
+    spec = "matmul 1x2048x16384 b=bf16:col"
+
+    def best(threads: int, shared: float):
+        target = get_target("avx512", threads=threads, profile="builtin")
+        target = dataclasses.replace(target, costs=dataclasses.replace(target.costs, gl_line_shared=shared))
+        return target, Search(target).best(parse_spec(spec).to_spec(target.limits()))
+
+    _, one = best(1, 0.0)
+    _, free = best(16, 0.0)
+    gl_line = TARGETS["avx512"].costs.gl_line
+    target, bound = best(16, gl_line / 8)  # the machine reads as fast as 8 threads alone
+    assert contention((16,), True, target) == 2.0 and contention((4,), True, target) == 1.0
+    assert contention((16,), False, target) == 1.0 and contention((16,), True, TARGETS["avx512"]) == 1.0
+    assert one.cost / free.cost > 14
+    transfer = CLASSES.index("transfer")
+    assert bound.parts[transfer] == pytest.approx(2 * free.parts[transfer], rel=0.01)
+    assert 7 < one.cost / bound.cost < 10  # 9.2x on 16 threads, where it was 15.9x

@@ -18,7 +18,9 @@ to_accum's zero and body; ``region.count`` times for a serial loop's bodies; and
 whose tasks are split over ``target.threads`` threads, how many of its tasks the busiest thread runs:
 ceil(tasks / threads) of them, the largest tiles first (a ragged loop's full tiles before its
 remainders). A parallel loop's per-trip features are scaled by the busiest thread's share of the tasks,
-ceil(tasks / threads) / tasks (``loop_features``).
+ceil(tasks / threads) / tasks (``loop_features``), and its bodies' transfers by how much slower each of its
+threads reads main memory while the others read too (``contention``: the threads share the machine's memory
+channels, so a DRAM-bound loop does not run N times faster on N threads).
 
 The overlap rule (``overlap``, ECM-style): cost = max(busiest core class, L1 ports + transfers) + serial.
 So the k step of a register tile costs its busiest port (FMAs, loads and broadcasts, the FMA latency
@@ -102,6 +104,7 @@ _CLASS_OF = {
     "hsum": "serial",  # a latency-bound shuffle-and-add chain
     "parallel_setup": "serial",
     "shared_line": "serial",
+    "gl_line_shared": "transfer",  # no node counts it: the machine's line time, which ``contention`` reads
 }
 _UOPS = {"vec_fma": 1, "vec_load": 1, "vec_store": 1, "vec_op": 1, "vec_zero": 1, "loop_iter": 2, "scalar_op": 1}
 _UOPS |= {"vec_shuffle": 1, "vec_imul": 1}
@@ -169,13 +172,17 @@ def split_refund(own) -> tuple[list[float], float]:
     return parts, refund
 
 
-def combine(own: tuple[float, ...], children, weights, phases=(), hidden=1.0) -> tuple[float, tuple[float, ...]]:
+def combine(
+    own: tuple[float, ...], children, weights, phases=(), hidden=1.0, contended=1.0
+) -> tuple[float, tuple[float, ...]]:
     """THE combination rule (see the module docstring): a node's parts are its own features' parts
     (``parts(features, costs)``, computed once per plan) plus each child's parts times how often it runs
-    per thread, except that a child in ``phases`` (a packing copy: ``move_phases``) runs as a phase of
-    its own: its cost is serial. A loop's refunds (its reuse refunds: its only negative parts)
-    go to the lines where they were counted: those of phases first (their serial cost), then the transfers.
-    The node's cost is ``overlap`` of its parts (``hidden``: CostTable.hidden). Returns (cost, parts)."""
+    per thread (its transfers, those of its phases too, also times ``contended``: a parallel loop's
+    ``contention``), except that a
+    child in ``phases`` (a packing copy: ``move_phases``) runs as a phase of its own: its cost is serial.
+    A loop's refunds (its reuse refunds: its only negative parts) go to the lines where they were counted:
+    those of phases first (their serial cost), then the transfers. The node's cost is ``overlap`` of its
+    parts (``hidden``: CostTable.hidden). Returns (cost, parts)."""
     total, refund = split_refund(own)
     for i, (w, c) in enumerate(zip(weights, children)):
         p = c.parts
@@ -184,6 +191,11 @@ def combine(own: tuple[float, ...], children, weights, phases=(), hidden=1.0) ->
             total[PHASED] += w * (p[TRANSFER] + p[PHASED])
             continue
         total = [t + w * x for t, x in zip(total, p)]
+        if contended != 1.0:  # the phases' transfers below (PHASED) are in their serial cost: it grows as much
+            extra = contended - 1.0
+            total[TRANSFER] += w * p[TRANSFER] * extra
+            total[SERIAL] += w * p[PHASED] * extra
+            total[PHASED] += w * p[PHASED] * extra
     if refund:
         phased = max(refund, -total[PHASED])
         total[SERIAL] += phased
@@ -231,6 +243,19 @@ def loop_weights(counts: tuple[int, ...], parallel: bool, threads: int, shapes=N
     return tuple(weights)
 
 
+def contention(counts: tuple[int, ...], parallel: bool, target) -> float:
+    """How much slower each thread of a parallel loop reads main memory than it would alone: its P threads
+    (min(threads, tasks)) read at once, and the machine delivers at most gl_line / gl_line_shared threads'
+    worth of one thread's bandwidth (CostTable.gl_line_shared: `calibrate` measures it; 0, unknown: 1, as the
+    built-in tables). Applied to all the bodies' transfers, which in a DRAM-bound loop are main-memory lines.
+    A 16-vCPU Emerald Rapids VM: 1.92 against 13.7 cycles a line, so 16 threads each read 2.2x slower than one
+    (the flagship GEMV ran 6.5-7.4x faster on 16 threads than on one)."""
+    c = target.costs
+    if not parallel or c.gl_line_shared <= 0 or c.gl_line <= 0:
+        return 1.0
+    return max(1.0, min(target.threads, sum(counts)) * c.gl_line_shared / c.gl_line)
+
+
 def weights(node, target) -> tuple[float, ...]:
     """How often each of ``node``'s children runs per thread (the rule's weights)."""
     if isinstance(node, Loop):
@@ -249,7 +274,8 @@ def phases(node) -> tuple[int, ...]:
 def recost(node, target):
     """``node`` with its cost derived again from its features and children (after a child changed)."""
     own = parts(node.features, target.costs)
-    c, p = combine(own, node.children, weights(node, target), phases(node), target.costs.hidden)
+    contended = contention(tuple(r.count for r in node.regions), node.parallel, target) if isinstance(node, Loop) else 1
+    c, p = combine(own, node.children, weights(node, target), phases(node), target.costs.hidden, contended)
     return replace(node, cost=c, parts=p)
 
 

@@ -78,6 +78,12 @@ class CostTable:
     # tile): the prefetchers of one core pull the neighbour's lines of the same rows, and stores bounce them
     # between the cores (measured on 256^3: column blocks per thread ran 25% slower than row blocks).
     shared_line: float = 200.0
+    # A main-memory line at the machine's aggregate read bandwidth: cycles (of one core) per line while every core
+    # reads. No node counts it: the threads of a parallel loop each read main memory up to P x this / gl_line
+    # times slower than alone (cost.contention). 0: unknown, no slowdown (the built-in tables: a machine's memory
+    # channels, not its cores, set it). `calibrate` measures it (tools/fit.py: dram_line_all over the threads that
+    # read). Emerald Rapids VM with 16 vCPUs: 1.92 (a line of one thread alone: 13.7).
+    gl_line_shared: float = 0.0
 
     page_bytes: int = 4096  # the prefetchers' horizon (gl_short_run); a parameter, not a price
     # Sequential streams the hardware prefetchers follow side by side (cost.lost_streams); a parameter, not a

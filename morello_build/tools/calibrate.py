@@ -188,7 +188,7 @@ def profile_data(measurements: dict[str, dict], host, base: str, seconds: float)
     from morello_build.tools.fit import CLOCK, WIDTH_ROWS, fit, prefetch_bytes, stream_lead_bytes
 
     cycles = {n: m["cycles"] for n, m in measurements.items() if n != CLOCK}
-    result = fit(cycles)
+    result = fit(cycles, host.cpus)
     costs = dict(result.costs)
     spreads, table = {n: m["spread"] for n, m in measurements.items()}, base_profile(base).table(0)
     if (ahead := prefetch_bytes(cycles, spreads, table.prefetch_bytes)) is not None:

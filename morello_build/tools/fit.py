@@ -19,7 +19,6 @@ ROWS: dict[str, tuple[str, dict[str, float]]] = {
     "l1_store": ("one 256-bit store to L1", {"vec_store": 1}),
     "l2_line": ("a 64-byte line streamed from L2", {"l2_line": 1, "vec_load": 2}),
     "dram_line": ("a line streamed from DRAM, one thread", {"gl_line": 1, "vec_load": 2}),
-    "dram_line_all": ("a line from DRAM per thread, all threads reading", {"gl_line": 1, "vec_load": 2}),
     "short_run": ("a 512-byte DRAM run on a new page", {"gl_line": 8, "gl_short_run": 1, "vec_load": 16}),
     "parallel_round": ("a parallel call of the headers' pool, back to back", {"parallel_setup": 1}),
     "copy_gather": ("one element of A copied into strips of evens and odds, in L1", {"copy_gather_elem": 1}),
@@ -32,6 +31,11 @@ WIDTH_ROWS: dict[str, tuple[str, int, str]] = {
     "l1_store_512": ("one 512-bit store to L1", 64, "vec_store"),
 }
 CLOCK = "clock"  # ns per cycle: a chain of dependent integer adds
+# Measured, not fitted: every thread reads its own part of a DRAM buffer at once; its time per line over the threads
+# that read is CostTable.gl_line_shared, the machine's aggregate line time (on one thread it tells nothing: none).
+# (Fitted as one more gl_line row before 2026-11-30, it pulled a 16-vCPU Emerald Rapids VM's gl_line from its 14.9
+# cycles alone to 16.7, and left the model predicting 16x on 16 threads for GEMVs that ran 7.4x faster.)
+SHARED_ROW = ("dram_line_all", "a line from DRAM per thread, all threads reading")
 # The per-line adjustments to gl_line of a line read as one of several streams (CostTable.gl_two_streams,
 # gl_interleaved): each row is a bf16 dot loop over DRAM (as the kernels run it, 1 KiB of prefetch lead in all)
 # reading 2 columns of separate matrices, or 4 adjacent columns, side by side, and the adjustment is its cycles a
@@ -56,7 +60,7 @@ STREAM_LEAD_UNIT = "a DRAM line of an i8 dot product's loop"
 
 def units() -> dict[str, str]:
     """What one unit of each measurement is (the clock's: one cycle)."""
-    out = {m: unit for m, (unit, _) in ROWS.items()} | {m: row[0] for m, row in WIDTH_ROWS.items()}
+    out = {m: unit for m, (unit, _) in ROWS.items()} | {m: row[0] for m, row in WIDTH_ROWS.items()} | dict([SHARED_ROW])
     out |= {m: unit for m, (unit, _) in STREAM_ROWS.items()} | dict.fromkeys(PREFETCH_ROWS, PREFETCH_UNIT)
     return out | dict.fromkeys(STREAM_LEAD_ROWS, STREAM_LEAD_UNIT)
 
@@ -131,9 +135,10 @@ def _told_apart(a: str, b: str, cycles: dict[str, float], spreads: dict[str, flo
     return abs(cycles[a] - cycles[b]) > noise * min(cycles[a], cycles[b])
 
 
-def fit(cycles: dict[str, float]) -> Fit:
+def fit(cycles: dict[str, float], threads: int = 1) -> Fit:
     """The constants of the rows whose measurements (``cycles``: cycles per unit) are present: NNLS over ROWS,
-    then the stream adjustments (STREAM_ROWS) as measured differences."""
+    then the stream adjustments (STREAM_ROWS) as measured differences and, where ``threads`` (the threads
+    SHARED_ROW ran on) are several, gl_line_shared."""
     import numpy as np
 
     names = [m for m in ROWS if m in cycles and cycles[m] > 0]
@@ -143,7 +148,13 @@ def fit(cycles: dict[str, float]) -> Fit:
     costs = {f: round(float(v), 4) for f, v in zip(features, x)}
     model = {m: sum(c * costs[f] for f, c in ROWS[m][1].items()) for m in names}
     residuals = {m: round((model[m] - cycles[m]) / cycles[m], 4) for m in names}
-    return Fit(costs | stream_adjustments(cycles, costs.get("gl_line")), residuals)
+    return Fit(costs | stream_adjustments(cycles, costs.get("gl_line")) | shared_line(cycles, threads), residuals)
+
+
+def shared_line(cycles: dict[str, float], threads: int) -> dict[str, float]:
+    """CostTable.gl_line_shared from SHARED_ROW's measurement on ``threads`` threads, where it was taken on several."""
+    measured = cycles.get(SHARED_ROW[0], 0)
+    return {"gl_line_shared": round(measured / threads, 4)} if threads > 1 and measured > 0 else {}
 
 
 def stream_adjustments(cycles: dict[str, float], gl_line: float | None) -> dict[str, float]:

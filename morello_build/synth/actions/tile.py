@@ -68,10 +68,11 @@ class Tile:
         dims, peel, regions = loop_shape.dims, loop_shape.peel, loop_shape.regions
         weights, own_parts, own = loop_shape.weights, loop_shape.parts, loop_shape.own
         subspecs = tuple(Spec(op, spec.limits) for op in loop_shape.body_ops)
+        contended = costmodel.contention(tuple(n for _, n, _ in regions), self.parallel, target)
 
         def build(bodies):
             regs = tuple(Region(rem, n, shape, b) for (rem, n, shape), b in zip(regions, bodies))
-            c, parts = costmodel.combine(own_parts, bodies, weights, hidden=target.costs.hidden)
+            c, parts = costmodel.combine(own_parts, bodies, weights, hidden=target.costs.hidden, contended=contended)
             peaks = max_peaks(*(b.peaks for b in bodies))
             loop = Loop(spec, dims, self.tile, self.parallel, regs, c, peaks, own, parts)
             return overwriting_loop(loop, target) if peel else loop
