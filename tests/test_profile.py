@@ -88,6 +88,18 @@ def test_all_threads_reading_dram_measure_the_machines_line_not_gl_line():
     assert "gl_line_shared" not in fit.fit(cycles, threads=1).costs
 
 
+def test_the_slowest_threads_lateness_is_measured_in_tasks():
+    """tail_percent: a parallel call of one FMA task per thread, less the task alone and a parallel round, over the
+    task (a 16-vCPU Emerald Rapids VM ran one of 16 such threads at half speed); never negative; none without the
+    three measurements (one CPU: no parallel call)."""
+    cycles = synthetic_cycles(TRUE) | {"task_alone": 1000.0, "tasks_all": 1500.0, "parallel_round": 100.0}
+    assert fit.fit(cycles).costs["tail_percent"] == 40
+    assert fit.fit(cycles | {"tasks_all": 900.0}).costs["tail_percent"] == 0
+    assert "tail_percent" not in fit.fit({k: v for k, v in cycles.items() if k != "tasks_all"}).costs
+    table = profiles.parse({"morello_profile": 1, "base": "zen3", "costs": {"tail_percent": 0}}).table(32)
+    assert table.tail_percent == 0  # 0 is a value (threads alike), not a missing one
+
+
 def test_a_negative_stream_adjustment_keeps_the_bound_and_the_refunds_sound():
     """A profile may price two streams below one: a line read again (a loop's L1 or L2 refund) still costs at
     least l1_line / l2_line (the refunds of lines that may have been read as streams, weights stored N x K, are

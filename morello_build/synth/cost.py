@@ -222,15 +222,19 @@ def work(impl) -> float:
     return sum(p) - p[DISPATCH] - p[VECTOR] - p[PHASED]
 
 
-def loop_weights(counts: tuple[int, ...], parallel: bool, threads: int, shapes=None) -> tuple[float, ...]:
+def loop_weights(counts: tuple[int, ...], parallel: bool, threads: int, shapes=None, tail=0.0) -> tuple[float, ...]:
     """How often each region's body runs on one thread: all its tiles (serial), or the busiest thread's
     part of them (parallel). The busiest thread runs ceil(tiles / threads) tasks, and it may draw the
     largest ones: those are taken from the regions in order of their tiles' volumes (``shapes``: each
     region's tile shape; all equal when not given), so small ragged tiles do not dilute the imbalance.
-    Regions of equal volume share the busiest thread's tasks in proportion to their counts."""
+    Regions of equal volume share the busiest thread's tasks in proportion to their counts. Where several
+    threads run, the slowest also finishes ``tail`` of one of the largest tasks after the others
+    (CostTable.tail_percent / 100): a loop of finer tasks loses less to it."""
     if not parallel:
         return counts
     busiest = ceil(sum(counts) / min(threads, sum(counts)))
+    if min(threads, sum(counts)) > 1:
+        busiest += tail
     sizes = tuple(prod(s) for s in shapes) if shapes else (1,) * len(counts)
     weights = [0.0] * len(counts)
     for size in sorted(set(sizes), reverse=True):
@@ -260,7 +264,7 @@ def weights(node, target) -> tuple[float, ...]:
     """How often each of ``node``'s children runs per thread (the rule's weights)."""
     if isinstance(node, Loop):
         counts, shapes = tuple(r.count for r in node.regions), tuple(r.shape for r in node.regions)
-        return loop_weights(counts, node.parallel, target.threads, shapes)
+        return loop_weights(counts, node.parallel, target.threads, shapes, target.costs.tail_percent / 100)
     return (1,) * len(node.children)
 
 

@@ -13,9 +13,10 @@ from morello_build.synth.caches import l2_evicts, view_evicts
 from morello_build.synth.features import Features
 
 
-def busiest_share(tiles: int, threads: int) -> float:
-    """The share of a parallel loop's tiles that the busiest thread runs: ceil(tiles / threads) of them."""
-    return ceil(tiles / min(threads, tiles)) / tiles
+def busiest_share(tiles: int, threads: int, tail: float = 0.0) -> float:
+    """The share of a parallel loop's tiles that the busiest thread runs: ceil(tiles / threads) of them, and where
+    several threads run, ``tail`` of one more (cost.loop_weights)."""
+    return (ceil(tiles / min(threads, tiles)) + (tail if min(threads, tiles) > 1 else 0.0)) / tiles
 
 
 def loop_features(op, bodies, counts, dims, tile, parallel: bool, unrolled: bool, target) -> Features:
@@ -31,7 +32,8 @@ def loop_features(op, bodies, counts, dims, tile, parallel: bool, unrolled: bool
     bursts = long_bursts(op, tile, dims, trips, target)
     if parallel:
         shared = sum(n * shared_lines(s) for n, s in zip(counts, bodies))
-        per_trip = Features.of(loop_iter=loop_iter, shared_line=shared) * busiest_share(trips, target.threads)
+        share = busiest_share(trips, target.threads, target.costs.tail_percent / 100)
+        per_trip = Features.of(loop_iter=loop_iter, shared_line=shared) * share
         return per_trip + Features.of(parallel_setup=1, gl_short_run=runs, gl_burst_line=bursts)
     (l1, l1_streams), in_l1 = l1_reuse_lines(op, bodies, counts, dims, target)
     l2, l2_streams = l2_reuse_lines(bodies[0], dims, trips, target, skip=in_l1)

@@ -31,7 +31,7 @@ WIDTHS = {"32": 32, "64": 64}  # "widths": per vector width (bytes), costs that 
 CACHE_KEYS = {"l1d_bytes", "l1d_ways", "l2_bytes"}
 COST_FIELDS = {f.name: f.type for f in fields(CostTable)}
 # integer parameters where 0 means "off" (stream_lead_bytes: no lead beyond the next kernel's columns)
-MAY_BE_ZERO = {"prefetch_bytes", "vec_pipes", "stream_burst_bytes", "stream_lead_bytes"}
+MAY_BE_ZERO = {"prefetch_bytes", "vec_pipes", "stream_burst_bytes", "stream_lead_bytes", "tail_percent"}
 SIGNED = ("gl_interleaved", "gl_two_streams")  # per-line adjustments to gl_line: at least -gl_line (tools/fit.py)
 
 

@@ -292,6 +292,29 @@ static double parallel_round_ns(RuntimePool& pool, int threads, long groups) {
   return ns[groups / 2];
 }
 
+// -- the slowest thread of a parallel call (CostTable.tail_percent): one task of FMAs (100-200 us) alone on this
+// thread, and a call of the pool with one such task per thread (each its owned task); tools/fit.py takes the call's
+// time, less the task's and a round's, as a share of the task. Medians of `calls` calls: what a kernel meets in
+// most calls (a vCPU the host runs less), not one preempted call.
+static double median_of(std::vector<double> v) {
+  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+  return v[v.size() / 2];
+}
+static double task_alone_ns(long steps, int calls) {
+  std::vector<double> ns(calls);
+  for (auto& x : ns) x = fma256_tp(steps) * 12.0 * steps;
+  return median_of(ns);
+}
+static double tasks_all_ns(RuntimePool& pool, int threads, long steps, int calls) {
+  std::vector<double> ns(calls);
+  for (auto& x : ns) {
+    double t0 = now();
+    pool(0, threads, [steps](size_t) { fma256_tp(steps); });
+    x = (now() - t0) * 1e9;
+  }
+  return median_of(ns);
+}
+
 static float* random_buffer(size_t floats, uint64_t seed) {
   float* p = static_cast<float*>(std::aligned_alloc(4096, (floats * 4 + 4095) / 4096 * 4096));
   uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
@@ -385,6 +408,8 @@ int main(int argc, char** argv) {
     MEASURE("two_streams_line", best([&, p = big()] { return dot_ns_per_line(p, dram_floats, dot_a, 512, 2, true); }, 3));
     MEASURE("interleaved_line", best([&, p = big()] { return dot_ns_per_line(p, dram_floats, dot_a, 256, 4); }, 3));
     MEASURE("parallel_round", best([&] { return parallel_round_ns(pool, threads, 50 * scale); }, 15));
+    MEASURE("task_alone", task_alone_ns(25000 * scale, 15));
+    MEASURE("tasks_all", tasks_all_ns(pool, threads, 25000 * scale, 15));
     std::fflush(stdout);
   }
   return 0;

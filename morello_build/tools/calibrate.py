@@ -135,8 +135,8 @@ def too_noisy(uncertainties: dict[str, float], max_spread: float) -> list[tuple[
 
 
 def measured(name: str, threads: int) -> bool:
-    """Whether a measurement counts on this host (one CPU: no parallel round, there is nothing to wake)."""
-    return not (name == "parallel_round" and threads < 2)
+    """Whether a measurement counts on this host (one CPU: no parallel round or tail, there is nothing to wake)."""
+    return not (name in ("parallel_round", "tasks_all", "task_alone") and threads < 2)
 
 
 def summarize(samples: dict[str, list[float]], threads: int, max_spread: float, runs: int = 1) -> dict[str, dict]:

@@ -36,6 +36,10 @@ CLOCK = "clock"  # ns per cycle: a chain of dependent integer adds
 # (Fitted as one more gl_line row before 2026-11-30, it pulled a 16-vCPU Emerald Rapids VM's gl_line from its 14.9
 # cycles alone to 16.7, and left the model predicting 16x on 16 threads for GEMVs that ran 7.4x faster.)
 SHARED_ROW = ("dram_line_all", "a line from DRAM per thread, all threads reading")
+# Measured, not fitted: one task of FMAs alone, and a parallel call of the headers' pool with one such task per
+# thread; the call's time less the task's and a parallel round's, over the task's, is CostTable.tail_percent (the
+# slowest thread's lateness, in tasks). A 16-vCPU Emerald Rapids VM ran one of 16 such threads at half speed.
+TAIL_ROWS = {"task_alone": "one task of FMAs alone", "tasks_all": "a parallel call of one such task per thread"}
 # The per-line adjustments to gl_line of a line read as one of several streams (CostTable.gl_two_streams,
 # gl_interleaved): each row is a bf16 dot loop over DRAM (as the kernels run it, 1 KiB of prefetch lead in all)
 # reading 2 columns of separate matrices, or 4 adjacent columns, side by side, and the adjustment is its cycles a
@@ -61,6 +65,7 @@ STREAM_LEAD_UNIT = "a DRAM line of an i8 dot product's loop"
 def units() -> dict[str, str]:
     """What one unit of each measurement is (the clock's: one cycle)."""
     out = {m: unit for m, (unit, _) in ROWS.items()} | {m: row[0] for m, row in WIDTH_ROWS.items()} | dict([SHARED_ROW])
+    out |= TAIL_ROWS
     out |= {m: unit for m, (unit, _) in STREAM_ROWS.items()} | dict.fromkeys(PREFETCH_ROWS, PREFETCH_UNIT)
     return out | dict.fromkeys(STREAM_LEAD_ROWS, STREAM_LEAD_UNIT)
 
@@ -148,7 +153,16 @@ def fit(cycles: dict[str, float], threads: int = 1) -> Fit:
     costs = {f: round(float(v), 4) for f, v in zip(features, x)}
     model = {m: sum(c * costs[f] for f, c in ROWS[m][1].items()) for m in names}
     residuals = {m: round((model[m] - cycles[m]) / cycles[m], 4) for m in names}
-    return Fit(costs | stream_adjustments(cycles, costs.get("gl_line")) | shared_line(cycles, threads), residuals)
+    derived = stream_adjustments(cycles, costs.get("gl_line")) | shared_line(cycles, threads) | tail(cycles)
+    return Fit(costs | derived, residuals)
+
+
+def tail(cycles: dict[str, float]) -> dict[str, int]:
+    """CostTable.tail_percent from TAIL_ROWS and the parallel round, where all three were measured (several threads)."""
+    alone, everyone, round_ = (cycles.get(m, 0) for m in ("task_alone", "tasks_all", "parallel_round"))
+    if not (alone > 0 and everyone > 0 and round_ > 0):
+        return {}
+    return {"tail_percent": max(0, round(100 * (everyone - alone - round_) / alone))}
 
 
 def shared_line(cycles: dict[str, float], threads: int) -> dict[str, float]:
