@@ -178,11 +178,10 @@ def combine(
     """THE combination rule (see the module docstring): a node's parts are its own features' parts
     (``parts(features, costs)``, computed once per plan) plus each child's parts times how often it runs
     per thread (its transfers, those of its phases too, also times ``contended``: a parallel loop's
-    ``contention``), except that a
-    child in ``phases`` (a packing copy: ``move_phases``) runs as a phase of its own: its cost is serial.
-    A loop's refunds (its reuse refunds: its only negative parts) go to the lines where they were counted:
-    those of phases first (their serial cost), then the transfers. The node's cost is ``overlap`` of its
-    parts (``hidden``: CostTable.hidden). Returns (cost, parts)."""
+    ``contention``), except that a child in ``phases`` (a packing copy: ``move_phases``) runs as a phase
+    of its own: its cost is serial. A loop's refunds (its reuse refunds: its only negative parts) go to the
+    lines where they were counted: those of phases first (their serial cost), then the transfers. The
+    node's cost is ``overlap`` of its parts (``hidden``: CostTable.hidden). Returns (cost, parts)."""
     total, refund = split_refund(own)
     for i, (w, c) in enumerate(zip(weights, children)):
         p = c.parts
@@ -253,7 +252,8 @@ def contention(counts: tuple[int, ...], parallel: bool, target) -> float:
     worth of one thread's bandwidth (CostTable.gl_line_shared: `calibrate` measures it; 0, unknown: 1, as the
     built-in tables). Applied to all the bodies' transfers, which in a DRAM-bound loop are main-memory lines.
     A 16-vCPU Emerald Rapids VM: 1.92 against 13.7 cycles a line, so 16 threads each read 2.2x slower than one
-    (the flagship GEMV ran 6.5-7.4x faster on 16 threads than on one)."""
+    (the flagship GEMV ran 7.0x faster on 16 threads than on one through a dynamic pool, 8.3x through the header's
+    own: bench/SCALING.md)."""
     c = target.costs
     if not parallel or c.gl_line_shared <= 0 or c.gl_line <= 0:
         return 1.0

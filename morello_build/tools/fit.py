@@ -34,7 +34,7 @@ CLOCK = "clock"  # ns per cycle: a chain of dependent integer adds
 # Measured, not fitted: every thread reads its own part of a DRAM buffer at once; its time per line over the threads
 # that read is CostTable.gl_line_shared, the machine's aggregate line time (on one thread it tells nothing: none).
 # (Fitted as one more gl_line row before 2026-11-30, it pulled a 16-vCPU Emerald Rapids VM's gl_line from its 14.9
-# cycles alone to 16.7, and left the model predicting 16x on 16 threads for GEMVs that ran 7.4x faster.)
+# cycles alone to 16.7, and left the model predicting 16x on 16 threads for GEMVs that ran 6-8x faster.)
 SHARED_ROW = ("dram_line_all", "a line from DRAM per thread, all threads reading")
 # Measured, not fitted: one task of FMAs alone, and a parallel call of the headers' pool with one such task per
 # thread; the call's time less the task's and a parallel round's, over the task's, is CostTable.tail_percent (the
@@ -142,8 +142,8 @@ def _told_apart(a: str, b: str, cycles: dict[str, float], spreads: dict[str, flo
 
 def fit(cycles: dict[str, float], threads: int = 1) -> Fit:
     """The constants of the rows whose measurements (``cycles``: cycles per unit) are present: NNLS over ROWS,
-    then the stream adjustments (STREAM_ROWS) as measured differences and, where ``threads`` (the threads
-    SHARED_ROW ran on) are several, gl_line_shared."""
+    then the stream adjustments (STREAM_ROWS) as measured differences, where ``threads`` (the threads
+    SHARED_ROW ran on) are several gl_line_shared, and the tail (TAIL_ROWS)."""
     import numpy as np
 
     names = [m for m in ROWS if m in cycles and cycles[m] > 0]
