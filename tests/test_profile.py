@@ -93,7 +93,8 @@ def test_the_slowest_threads_lateness_is_measured_in_tasks():
     task (a 16-vCPU Emerald Rapids VM ran one of 16 such threads at half speed); never negative; none without the
     three measurements (one CPU: no parallel call)."""
     cycles = synthetic_cycles(TRUE) | {"task_alone": 1000.0, "tasks_all": 1500.0, "parallel_round": 100.0}
-    assert fit.fit(cycles).costs["tail_percent"] == 40
+    assert fit.fit(cycles, threads=16).costs["tail_percent"] == 40
+    assert fit.fit(cycles, threads=16).costs["tail_threads"] == 16
     assert fit.fit(cycles | {"tasks_all": 900.0}).costs["tail_percent"] == 0
     assert fit.fit(cycles | {"tasks_all": 1190.0}).costs["tail_percent"] == 0  # 9%: within the noise
     assert fit.fit(cycles | {"tasks_all": 1200.0}).costs["tail_percent"] == 10

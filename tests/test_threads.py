@@ -108,11 +108,22 @@ def test_a_parallel_loops_threads_read_main_memory_no_faster_than_the_machine():
 
 
 def test_the_slowest_thread_finishes_a_share_of_a_task_late_so_finer_tasks_lose_less():
-    """CostTable.tail_percent: the busiest thread of a parallel loop runs ceil(tasks / threads) tasks and the tail's
-    share of one more, where several threads run (a 16-vCPU Emerald Rapids VM ran the flagship GEMV 1.37x faster in
-    128 tasks than in 16 on 16 threads); 0 (the built-in tables) changes nothing."""
+    """CostTable.tail_percent: the busiest thread of a parallel loop runs ceil(tasks / threads) tasks and the slowest
+    thread's lateness of one more (a 16-vCPU Emerald Rapids VM ran the flagship GEMV 1.37x faster in 128 tasks than in
+    16 on 16 threads). Measured on tail_threads threads, it counts (P - 1) / (tail_threads - 1) on a loop of P (the
+    chance its threads include the slow one: pairs of that VM's vCPUs ran alike); none under 10% or on one thread; 0
+    (the built-in tables) changes nothing."""
+    from morello_build.synth.loops import lateness
+    from morello_build.target.costs import CostTable
+
     assert loop_weights((16,), True, 16, tail=0.5) == (1.5,)  # 16 tasks: one and a half tasks' time
     assert loop_weights((128,), True, 16, tail=0.5) == (8.5,)  # 128 tasks of an eighth: 8.5 / 8 = 1.06 of 16's one
-    assert loop_weights((1,), True, 16, tail=0.5) == (1,)  # one task, one thread: no one to wait for
     assert loop_weights((16,), False, 16, tail=0.5) == (16,)
     assert loop_weights((16,), True, 16) == (1,)
+    vm = CostTable(tail_percent=105, tail_threads=16)
+    assert lateness(16, 16, vm) == pytest.approx(1.05) and lateness(64, 16, vm) == pytest.approx(1.05)
+    assert lateness(8, 16, vm) == pytest.approx(1.05 * 7 / 15)  # 8 tasks: 8 threads of 16
+    assert lateness(2, 16, vm) == 0.0  # 1.05 / 15 = 7%: under the floor, as the VM's 2-thread pairs ran
+    assert lateness(1, 16, vm) == lateness(16, 1, vm) == 0.0  # one thread waits for no one
+    assert lateness(16, 16, CostTable()) == 0.0
+    assert lateness(2, 2, CostTable(tail_percent=30)) == pytest.approx(0.3)  # tail_threads unknown: all of it

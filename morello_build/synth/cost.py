@@ -57,6 +57,7 @@ from morello_build.synth.loops import (  # noqa: F401 (re-exported: the loop fea
     busiest_share,
     l1_reuse_lines,
     l2_reuse_lines,
+    lateness,
     long_bursts,
     loop_features,
     lost_streams,
@@ -226,14 +227,12 @@ def loop_weights(counts: tuple[int, ...], parallel: bool, threads: int, shapes=N
     part of them (parallel). The busiest thread runs ceil(tiles / threads) tasks, and it may draw the
     largest ones: those are taken from the regions in order of their tiles' volumes (``shapes``: each
     region's tile shape; all equal when not given), so small ragged tiles do not dilute the imbalance.
-    Regions of equal volume share the busiest thread's tasks in proportion to their counts. Where several
-    threads run, the slowest also finishes ``tail`` of one of the largest tasks after the others
-    (CostTable.tail_percent / 100): a loop of finer tasks loses less to it."""
+    Regions of equal volume share the busiest thread's tasks in proportion to their counts. The slowest
+    thread also finishes ``tail`` of one of the largest tasks after the others (loops.lateness): a loop of
+    finer tasks loses less to it."""
     if not parallel:
         return counts
-    busiest = ceil(sum(counts) / min(threads, sum(counts)))
-    if min(threads, sum(counts)) > 1:
-        busiest += tail
+    busiest = ceil(sum(counts) / min(threads, sum(counts))) + tail
     sizes = tuple(prod(s) for s in shapes) if shapes else (1,) * len(counts)
     weights = [0.0] * len(counts)
     for size in sorted(set(sizes), reverse=True):
@@ -264,7 +263,8 @@ def weights(node, target) -> tuple[float, ...]:
     """How often each of ``node``'s children runs per thread (the rule's weights)."""
     if isinstance(node, Loop):
         counts, shapes = tuple(r.count for r in node.regions), tuple(r.shape for r in node.regions)
-        return loop_weights(counts, node.parallel, target.threads, shapes, target.costs.tail_percent / 100)
+        tail = lateness(sum(counts), target.threads, target.costs)
+        return loop_weights(counts, node.parallel, target.threads, shapes, tail)
     return (1,) * len(node.children)
 
 

@@ -14,9 +14,27 @@ from morello_build.synth.features import Features
 
 
 def busiest_share(tiles: int, threads: int, tail: float = 0.0) -> float:
-    """The share of a parallel loop's tiles that the busiest thread runs: ceil(tiles / threads) of them, and where
-    several threads run, ``tail`` of one more (cost.loop_weights)."""
-    return (ceil(tiles / min(threads, tiles)) + (tail if min(threads, tiles) > 1 else 0.0)) / tiles
+    """The share of a parallel loop's tiles that the busiest thread runs: ceil(tiles / threads) of them, and ``tail``
+    of one more (``lateness``)."""
+    return (ceil(tiles / min(threads, tiles)) + tail) / tiles
+
+
+# A lateness under this share of a task is none: within calibrate's noise (the 2-vCPU Emerald Rapids VM measured 1%,
+# its parallel call's median uncertain by 8%), where it would still tip the search from 2 tasks on 2 threads to 32.
+TAIL_FLOOR = 0.10
+
+
+def lateness(tasks: int, threads: int, costs) -> float:
+    """How many tasks after the others the slowest of a parallel loop's P = min(threads, tasks) threads finishes:
+    CostTable.tail_percent, measured with one task on each of tail_threads threads, times (P - 1) / (tail_threads - 1),
+    the chance that the loop's threads include a slow one (a 16-vCPU Emerald Rapids VM: 107% on 16 threads, none in
+    pairs); none on one thread or under TAIL_FLOOR."""
+    p = min(threads, tasks)
+    if p < 2 or not costs.tail_percent:
+        return 0.0
+    share = 1.0 if costs.tail_threads < 2 else min(1.0, (p - 1) / (costs.tail_threads - 1))
+    late = costs.tail_percent / 100 * share
+    return late if late >= TAIL_FLOOR else 0.0
 
 
 def loop_features(op, bodies, counts, dims, tile, parallel: bool, unrolled: bool, target) -> Features:
@@ -32,7 +50,7 @@ def loop_features(op, bodies, counts, dims, tile, parallel: bool, unrolled: bool
     bursts = long_bursts(op, tile, dims, trips, target)
     if parallel:
         shared = sum(n * shared_lines(s) for n, s in zip(counts, bodies))
-        share = busiest_share(trips, target.threads, target.costs.tail_percent / 100)
+        share = busiest_share(trips, target.threads, lateness(trips, target.threads, target.costs))
         per_trip = Features.of(loop_iter=loop_iter, shared_line=shared) * share
         return per_trip + Features.of(parallel_setup=1, gl_short_run=runs, gl_burst_line=bursts)
     (l1, l1_streams), in_l1 = l1_reuse_lines(op, bodies, counts, dims, target)

@@ -125,12 +125,13 @@ class CostTable:
     # GEMVs still cost nearly their busiest port.
     overlap_percent: int = 50
     # Percent of one task by which the slowest thread of a parallel loop finishes after the others (a vCPU the host
-    # runs less, a core at a lower clock): the busiest thread runs ceil(tasks / threads) tasks and this share of one
-    # more (cost.loop_weights), so finer tasks, handed out dynamically, shrink it. A parameter, not a price. 0: threads
-    # alike (the built-in tables). `calibrate` measures it (tools/fit.py TAIL_ROWS). A 16-vCPU Emerald Rapids VM: 107
-    # (one vCPU at half speed); the flagship GEMV ran 1.37x faster from DRAM in 128 tasks than in 16 on 16 threads,
-    # and with 107 the search's programs ran 1.08-1.32x faster there than without (bench/SCALING.md).
+    # runs less, a core at a lower clock): the busiest thread runs ceil(tasks / threads) tasks and up to this share of
+    # one more (loops.lateness, cost.loop_weights), so finer tasks, handed out dynamically, shrink it. A parameter,
+    # not a price. 0: threads alike (the built-in tables). `calibrate` measures it (tools/fit.py TAIL_ROWS). A 16-vCPU
+    # Emerald Rapids VM: 107 (one vCPU at half speed); the flagship GEMV ran 1.37x faster from DRAM in 128 tasks than
+    # in 16 on 16 threads, and with 107 the search's programs ran 1.08-1.32x faster there than without (SCALING.md).
     tail_percent: int = 0
+    tail_threads: int = 0  # the threads tail_percent was measured on (loops.lateness); 0: as many as a loop runs
 
     @property
     def hidden(self) -> float:

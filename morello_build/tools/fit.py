@@ -40,9 +40,6 @@ SHARED_ROW = ("dram_line_all", "a line from DRAM per thread, all threads reading
 # thread; the call's time less the task's and a parallel round's, over the task's, is CostTable.tail_percent (the
 # slowest thread's lateness, in tasks). A 16-vCPU Emerald Rapids VM ran one of 16 such threads at half speed.
 TAIL_ROWS = {"task_alone": "one task of FMAs alone", "tasks_all": "a parallel call of one such task per thread"}
-# A tail under this share of a task is none: within the measurement's noise (the 2-vCPU Emerald Rapids VM: 1%, its
-# parallel call's median uncertain by 8%), where it would still tip the search from 2 tasks on 2 threads to 32.
-MIN_TAIL = 0.10
 # The per-line adjustments to gl_line of a line read as one of several streams (CostTable.gl_two_streams,
 # gl_interleaved): each row is a bf16 dot loop over DRAM (as the kernels run it, 1 KiB of prefetch lead in all)
 # reading 2 columns of separate matrices, or 4 adjacent columns, side by side, and the adjustment is its cycles a
@@ -156,18 +153,20 @@ def fit(cycles: dict[str, float], threads: int = 1) -> Fit:
     costs = {f: round(float(v), 4) for f, v in zip(features, x)}
     model = {m: sum(c * costs[f] for f, c in ROWS[m][1].items()) for m in names}
     residuals = {m: round((model[m] - cycles[m]) / cycles[m], 4) for m in names}
-    derived = stream_adjustments(cycles, costs.get("gl_line")) | shared_line(cycles, threads) | tail(cycles)
+    derived = stream_adjustments(cycles, costs.get("gl_line")) | shared_line(cycles, threads) | tail(cycles, threads)
     return Fit(costs | derived, residuals)
 
 
-def tail(cycles: dict[str, float]) -> dict[str, int]:
-    """CostTable.tail_percent from TAIL_ROWS and the parallel round, where all three were measured (several threads);
-    0 under MIN_TAIL."""
+def tail(cycles: dict[str, float], threads: int) -> dict[str, int]:
+    """CostTable.tail_percent and tail_threads from TAIL_ROWS and the parallel round, where all three were measured
+    (on ``threads`` threads, several); 0 under loops.TAIL_FLOOR, the measurement's noise."""
+    from morello_build.synth.loops import TAIL_FLOOR
+
     alone, everyone, round_ = (cycles.get(m, 0) for m in ("task_alone", "tasks_all", "parallel_round"))
     if not (alone > 0 and everyone > 0 and round_ > 0):
         return {}
     late = (everyone - alone - round_) / alone
-    return {"tail_percent": round(100 * late) if late >= MIN_TAIL else 0}
+    return {"tail_percent": round(100 * late) if late >= TAIL_FLOOR else 0, "tail_threads": threads}
 
 
 def shared_line(cycles: dict[str, float], threads: int) -> dict[str, float]:
