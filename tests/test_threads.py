@@ -83,7 +83,7 @@ def test_python_api_threads(tmp_path, monkeypatch):
 def test_a_parallel_loops_threads_read_main_memory_no_faster_than_the_machine():
     """gl_line_shared (CostTable; calibrate measures it) slows each thread of a parallel loop's main-memory
     transfers down to the machine's bandwidth (cost.contention), so a DRAM-bound GEMV on 16 threads is no longer
-    costed 16x faster than on one (a 16-vCPU Emerald Rapids VM ran the flagship 6.5-7.4x faster). The built-in
+    costed 16x faster than on one (a 16-vCPU Emerald Rapids VM ran the flagship 7.0-8.3x faster). The built-in
     tables leave it 0: no slowdown, the programs and costs of before."""
     from morello_build.synth.cost import CLASSES, contention
     from morello_build.synth.search import Search
