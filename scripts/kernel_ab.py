@@ -112,7 +112,12 @@ int main(int argc, char** argv) {{
   return 0;
 }}
 """
-_PARAM = re.compile(r'\{"(\w+)", (\d), (\d+)u, (\d), (\d+)u, (\d)\}')
+PARAM = re.compile(r'\{"(\w+)", (\d), (\d+)u, (\d), (\d+)u, (\d)\}')  # a header's NAME_param rows
+
+
+def param_rows(params) -> str:
+    """The harness's kParams initializer from a header's PARAM rows (the last field: a zero-point array)."""
+    return ", ".join(f"{{{d}, {e}, {r}, {bb}, {bh}, {int(n.endswith('zeros'))}}}" for n, d, e, r, bb, bh in params)
 
 
 def program(spec: str, isa: str, profile: str, keep: str | None, rivals: tuple[str, ...] = ()):
@@ -175,15 +180,14 @@ def main() -> int:
     for i, (_, target, user, impl) in enumerate(variants):
         text = emit_header(user, impl, target, name=f"k{i}", namespace=f"ab{i}")
         (work / f"k{i}.hpp").write_text(text)
-        params = params or _PARAM.findall(text)
+        params = params or PARAM.findall(text)
         (work / f"k{i}.cpp").write_text(
             f'#include "k{i}.hpp"\nvoid run{i}(void* const* a) {{ ab{i}::k{i}_call(a); }}\n'
         )
         objs.append(work / f"k{i}.o")
     decls = "\n".join(f"void run{i}(void* const*);" for i in range(len(variants)))
     fns = ", ".join(f"run{i}" for i in range(len(variants)))
-    ps = ", ".join(f"{{{d}, {e}, {r}, {bb}, {bh}, {int(n.endswith('zeros'))}}}" for n, d, e, r, bb, bh in params)
-    (work / "main.cpp").write_text(_HARNESS.format(decls=decls, fns=fns, params=ps))
+    (work / "main.cpp").write_text(_HARNESS.format(decls=decls, fns=fns, params=param_rows(params)))
     base = [*cxx().split(), "-std=c++17", "-O2", f"-I{work}"]
     for src in [*(work / f"k{i}.cpp" for i in range(len(variants))), work / "main.cpp"]:
         subprocess.run([*base, "-c", str(src), "-o", str(src.with_suffix(".o"))], check=True)

@@ -7,7 +7,7 @@ For each spec, thread count T and profile, the spec is synthesized for T threads
 ``--jobs`` processes). One binary per spec holds all of its programs, and times them in interleaved rounds: each
 round runs every program ``calls`` times in a fresh random order, on a pool of T threads (bench/src/pool.hpp,
 through the header's ``pf`` overload), each call on the next of the rotated operand copies, timed by the wall
-clock. ``--dram``: copies totalling at least max(384 MiB, twice the L3 that sysconf reports), so that every call
+clock. ``--dram``: copies totalling at least max(384 MiB, twice the L3 that sysfs reports), so that every call
 reads its operands from DRAM, and the same rounds time the read sweep (bench/quant/sweep.c, one contiguous slice
 per thread) over the largest input at each T, the bandwidth reference; else one copy, warm, and the reference is
 12 independent chains of 512-bit FMAs (256-bit without AVX-512) on each of the T threads, the compute peak. A
@@ -35,12 +35,14 @@ from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from kernel_ab import PARAM, param_rows  # scripts/, this script's directory
+
 from morello_build.check.testing import cxx
 from morello_build.codegen import emit_header
 from morello_build.tools.api import synthesize_program
+from morello_build.tools.measure import l3_bytes
 
 REPO = Path(__file__).resolve().parent.parent
-_PARAM = re.compile(r'\{"(\w+)", (\d), (\d+)u, (\d), (\d+)u, (\d)\}')
 _SHAPE = re.compile(r"(\d+)x(\d+)x(\d+)")
 _BATCH = re.compile(r"\bbatch=(\d+)")
 
@@ -56,7 +58,6 @@ _HARNESS = r"""
 #include <memory>
 #include <random>
 #include <vector>
-#include <unistd.h>
 #include <immintrin.h>
 
 #include "common.hpp"
@@ -154,15 +155,8 @@ __attribute__((target("avx2,fma"))) static void fma_chains256(long steps, float*
 }}
 
 int main(int argc, char** argv) {{
-  const int dram = std::atoi(argv[1]), rounds = std::atoi(argv[2]), calls = std::atoi(argv[3]);
+  const int copies = std::atoi(argv[1]), rounds = std::atoi(argv[2]), calls = std::atoi(argv[3]);
   const int sweep = std::atoi(argv[4]);  // the index of the parameter the sweep reads, or -1 (then: FMA peaks)
-  // --dram: copies of at least max(384 MiB, twice the L3) in all, as the bench's (bench.cpp copies_for)
-  std::size_t per_copy = 0;
-  for (int i = 0; i < kP; ++i) per_copy += bytes_of(kParams[i]);
-  const long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
-  const std::size_t target = std::max<std::size_t>(std::size_t(384) << 20, 2 * std::size_t(std::max(l3, 0L)));
-  const int copies = dram ? int(std::max<std::size_t>(2, (target + per_copy - 1) / per_copy)) : 1;
-  std::printf("copies %d\n", copies);
   // One buffer per parameter holding its copies, each 4 KiB aligned (a Buf is 2 MiB at least).
   std::vector<bench::Buf> store;
   std::vector<std::vector<void*>> args(copies);
@@ -294,7 +288,7 @@ class Entry:
     pool: str
 
 
-def compile_binary(programs: list[Program], entries: list[Entry], work: Path, reference: bool) -> Path:
+def compile_binary(programs: list[Program], params, entries: list[Entry], work: Path, reference: bool) -> Path:
     """One binary timing the entries (kernel i: entry i; the last: the first program's reference loop if asked)."""
     sources, fns, threads = [], [], []
     for i, p in enumerate(programs):
@@ -316,15 +310,13 @@ def compile_binary(programs: list[Program], entries: list[Entry], work: Path, re
         sources.append(work / "ref.cpp")
         fns.append("run_ref")
         threads.append("1")
-    params = _PARAM.findall(programs[0].header)
-    ps = ", ".join(f"{{{d}, {e}, {r}, {bb}, {bh}, {int(n.endswith('zeros'))}}}" for n, d, e, r, bb, bh in params)
     (work / "main.cpp").write_text(
         _HARNESS.format(
             decls="\n".join(f"void {f}(void* const*, bench::Pool&);" for f in fns),
             fns=", ".join(fns),
             threads=", ".join(threads),
             reference=len(entries) if reference else -1,
-            params=ps,
+            params=param_rows(params),
         )
     )
     base = [*cxx().split(), "-std=c++20", "-O2", f"-I{work}", f"-I{REPO / 'bench' / 'src'}"]
@@ -345,8 +337,17 @@ def param_bytes(param: tuple) -> int:
     return int(elems) * (4 if dtype == "0" else 2 if dtype in "14" else 1)
 
 
+def copies_for(params, dram: bool) -> int:
+    """Operand sets to rotate: with ``dram``, at least max(384 MiB, twice the L3) in all, as the bench's
+    (bench.cpp copies_for); else one, warm."""
+    if not dram:
+        return 1
+    per_copy = sum(map(param_bytes, params))
+    return max(2, -(-max(384 << 20, 2 * l3_bytes()) // per_copy))
+
+
 def measure(spec: str, programs: list[Program], args, work: Path) -> dict:
-    params = _PARAM.findall(programs[0].header)
+    params = PARAM.findall(programs[0].header)
     m, k, n = map(int, _SHAPE.search(spec).groups())
     batch = int(b.group(1)) if (b := _BATCH.search(spec)) else 1
     macs = batch * m * k * n
@@ -356,8 +357,9 @@ def measure(spec: str, programs: list[Program], args, work: Path) -> dict:
     cpus = len(os.sched_getaffinity(0))
     entries = [Entry(i, "pool") for i in range(len(programs))]
     entries += [Entry(i, "default") for i, p in enumerate(programs) if p.variant.threads == cpus]
-    binary = compile_binary(programs, entries, work, reference=macs <= 1 << 28)
-    run = [str(binary), str(int(args.dram)), str(args.rounds), str(args.calls), str(sweep)]
+    binary = compile_binary(programs, params, entries, work, reference=macs <= 1 << 28)
+    copies = copies_for(params, args.dram)
+    run = [str(binary), str(copies), str(args.rounds), str(args.calls), str(sweep)]
     env = {k: v for k, v in os.environ.items() if k != "MORELLO_NUM_THREADS"}
     out = subprocess.run(run, capture_output=True, text=True, env=env)
     if out.returncode or "check ok" not in out.stdout:
@@ -368,7 +370,7 @@ def measure(spec: str, programs: list[Program], args, work: Path) -> dict:
         if line.strip() and line != "check ok":
             key, t = line.split()
             times.setdefault(key, []).append(float(t))
-    copies, peak_flops = int(times.pop("copies")[0]), times.pop("peak_flops_per_thread")[0]
+    peak_flops = times.pop("peak_flops_per_thread")[0]
     total_bytes = sum(map(param_bytes, params))
     rows = []
     for i, e in enumerate(entries):
