@@ -279,6 +279,11 @@ static double copy_gather_ns(const float* a, float* out, long reps) {
 #include "morello_runtime.hpp"
 using RuntimePool = MORELLO_CALIBRATE_NS::ThreadPool;
 
+static double median_of(std::vector<double> v) {
+  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+  return v[v.size() / 2];
+}
+
 // The median over `groups` groups of 16 back-to-back calls: a call takes well under a microsecond while the
 // workers spin, and a preempted worker (milliseconds on a shared host) would dominate a mean.
 static double parallel_round_ns(RuntimePool& pool, int threads, long groups) {
@@ -288,18 +293,13 @@ static double parallel_round_ns(RuntimePool& pool, int threads, long groups) {
     for (int i = 0; i < 16; ++i) pool(0, threads, [](size_t) {});
     ns[g] = (now() - t0) * 1e9 / 16;
   }
-  std::nth_element(ns.begin(), ns.begin() + groups / 2, ns.end());
-  return ns[groups / 2];
+  return median_of(ns);
 }
 
 // -- the slowest thread of a parallel call (CostTable.tail_percent): one task of FMAs (100-200 us) alone on this
 // thread, and a call of the pool with one such task per thread (each its owned task); tools/fit.py takes the call's
 // time, less the task's and a round's, as a share of the task. Medians of `calls` calls: what a kernel meets in
 // most calls (a vCPU the host runs less), not one preempted call.
-static double median_of(std::vector<double> v) {
-  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
-  return v[v.size() / 2];
-}
 static double task_alone_ns(long steps, int calls) {
   std::vector<double> ns(calls);
   for (auto& x : ns) x = fma256_tp(steps) * 12.0 * steps;
