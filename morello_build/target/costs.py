@@ -141,7 +141,7 @@ class CostTable:
     @property
     def least_gl_line(self) -> float:
         """The least a main-memory line costs: gl_line, less the largest saving of a stream adjustment
-        (gl_interleaved, gl_two_streams: negative where a calibrated core reads such streams faster)."""
+        (gl_interleaved, gl_two_streams: negative where a core reads such streams faster, as calibrated or measured)."""
         return self.gl_line + min(0.0, self.gl_interleaved, self.gl_two_streams)
 
     @property
