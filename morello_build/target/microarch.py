@@ -152,8 +152,8 @@ MICROARCHS: tuple[Microarch, ...] = (
         # one stream 15.3 (spread 23%: no surcharge); the gated pair 1x2560x10240 bf16 reading one row of
         # each matrix side by side ran at 0.98-1.01 of a read sweep, one row at a time 0.73-0.82.
         # The same VM type, 2026-12-01 (bench/RANK.md, last section): calibrate's interleaved_line (4 adjacent
-        # columns read side by side) 2.6-3.2 cycles a line under one stream's, and two_streams_line 1.2-1.8 under
-        # that, in every calibration since 11-28; GEMV programs reading 4 weight columns per dot kernel ran
+        # columns read side by side) 0.8-4.3 cycles a line under one stream's, and two_streams_line 1.0-2.7 under
+        # that, in every signed calibration since 11-29; GEMV programs reading 4 weight columns per dot kernel ran
         # 1.05-1.21x faster from DRAM than one column at a time on 1 thread (W1 N x K, W4, f16). So 4 columns
         # are priced as one stream, and two streams 1.5 cycles under: with both at 0 the gated pair was split
         # into two GEMVs of 4-column kernels, 0.90-0.97x the pair's speed.
