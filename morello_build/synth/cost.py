@@ -245,6 +245,13 @@ def loop_weights(counts: tuple[int, ...], parallel: bool, threads: int, shapes=N
     return tuple(weights)
 
 
+def thread_weights(counts: tuple[int, ...], parallel: bool, shapes, target) -> tuple[float, ...]:
+    """``loop_weights`` on the target's threads, with the slowest thread's lateness (loops.lateness) for a loop of
+    these regions: what a Loop node's children weigh, and what tile actions price before the node exists."""
+    tail = lateness(sum(counts), target.threads, target.costs)
+    return loop_weights(counts, parallel, target.threads, shapes, tail)
+
+
 def contention(counts: tuple[int, ...], parallel: bool, target) -> float:
     """How much slower each thread of a parallel loop reads main memory than it would alone: its P threads
     (min(threads, tasks)) read at once, and the machine delivers at most gl_line / gl_line_shared threads'
@@ -263,8 +270,7 @@ def weights(node, target) -> tuple[float, ...]:
     """How often each of ``node``'s children runs per thread (the rule's weights)."""
     if isinstance(node, Loop):
         counts, shapes = tuple(r.count for r in node.regions), tuple(r.shape for r in node.regions)
-        tail = lateness(sum(counts), target.threads, target.costs)
-        return loop_weights(counts, node.parallel, target.threads, shapes, tail)
+        return thread_weights(counts, node.parallel, shapes, target)
     return (1,) * len(node.children)
 
 

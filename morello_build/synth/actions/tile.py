@@ -163,6 +163,5 @@ def _loop_shape(tile: Tile, op, target) -> _LoopShape | Refusal:
     own = costmodel.loop_features(
         op, bodies, counts, dims, tile.tile, tile.parallel, indexes_registers(op, dims), target
     )
-    shapes, tail = tuple(r[2] for r in regions), costmodel.lateness(sum(counts), target.threads, target.costs)
-    weights = costmodel.loop_weights(counts, tile.parallel, target.threads, shapes, tail)
+    weights = costmodel.thread_weights(counts, tile.parallel, tuple(r[2] for r in regions), target)
     return _LoopShape(dims, peel, regions, body_ops, own, weights, costmodel.parts(own, target.costs))
