@@ -93,11 +93,18 @@ def b_prefetch_head(lw, node, binds, bps, chunk_elems: int, u: int, rows: int = 
     (_, _, k, n), size = op.iter_shape, bs[0].dtype.bytes
     cols = [bp for bp, (b, _) in zip(bps, [(b, j) for b in bs_cs(op)[0] for j in range(n)]) if b in bs]
     trips, b = loop_trips(k // chunk_elems, u), binds[1]  # B (the pair's B1: B2 is laid out alike)
-    step = lw.step(b, (0, 0, 0), (0, 0, 1)) or 0
-    if trips and (step > k or (n > 1 and step == k)):
+    if reads_next_columns(lw, b, k, n, trips):
         return next_columns_head(lw, b, cols, n, k, u, trips)
     offsets = prefetch_offsets(lw.target, u * chunk_elems * size, rows, streams=len(cols))
     return prefetch_head(lw, cols, offsets, chunk_elems)
+
+
+def reads_next_columns(lw, b, k: int, n: int, trips: int) -> bool:
+    """Whether a kernel of ``trips`` loop trips over n columns of K values of B (its binding ``b``) prefetches the
+    next kernel's columns (next_columns_head) rather than each column ahead of its loads: where its columns are
+    a k tile of longer ones, or it reads several adjacent columns (b_prefetch_head)."""
+    step = lw.step(b, (0, 0, 0), (0, 0, 1)) or 0
+    return bool(trips) and (step > k or (n > 1 and step == k))
 
 
 def next_columns_lines(b, k: int) -> int:
