@@ -101,9 +101,9 @@ def test_the_search_picks_rows_kernels_for_a_small_batch():
 
 
 def test_four_rows_take_three_columns_in_avx2_registers():
-    """12 accumulators, 3 widened B chunks and an A chunk fill AVX2's 16 ymm (rows._regs, counted as dot_quant_rows
-    counts them): 4 x 3 tiles spill nothing and ran 1.06-1.24x faster than the 4 x 2 the search took when one more
-    temporary was counted (4x2048x16384 bf16 and f32 from DRAM, Zen 3); 4 x 4 do not fit."""
+    """12 accumulators, 3 widened B chunks and an A chunk fill AVX2's 16 ymm (rows.tile_registers, which
+    dot_quant_rows shares): 4 x 3 tiles spill nothing and ran 1.06-1.24x faster than the 4 x 2 the search took when
+    one more temporary was counted (4x2048x16384 bf16 and f32 from DRAM, Zen 3); 4 x 4 do not fit."""
     t = get_target("avx2", threads=1)
     impl = S.synthesize("matmul 4x512x24 a=f32 b=bf16:col c=f32 serial", t)
     tiles = {n.spec.op.iter_shape[3] for n in walk(impl) if isinstance(n, Kernel) and n.name == "dot_bf16_rows"}

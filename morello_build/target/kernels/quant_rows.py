@@ -50,21 +50,16 @@ from morello_build.target.kernels.quant import (
     zero_value,
 )
 from morello_build.target.kernels.quant_int_prefetch import step_slots, streams_by_group
-from morello_build.target.kernels.rows import MAX_ROWS, sets_hold_rows
+from morello_build.target.kernels.rows import MAX_ROWS, accumulators, sets_hold_rows, tile_registers
 
 _MAX_COLS = 4
 
 
-def _accumulators(m: int, n: int, k: int, lanes: int) -> int:
-    """Accumulators per (row, column): enough independent FMA chains (8) to hide FMA latency."""
-    return max(1, min(4, 8 // (m * n), ceil(k / lanes)))
-
-
 def _regs(op, target) -> int:
-    """Accumulators, a widened chunk per column, its group's scale and zero point, an A chunk."""
+    """rows.tile_registers with, per column, a widened chunk, its group's scale and zero point."""
     fmt, (_, m, k, _), n = b_dtype(op), op.iter_shape, dot_columns(op)
     per_col = 1 + (fmt.group > 1) + ((fmt.zero and fmt.name == "i8") or fmt.name == "gemma_i8")
-    return m * n * _accumulators(m, n, k, target.lanes) + n * per_col + 1
+    return tile_registers(m, n, k, target.lanes, per_col)
 
 
 def _applies_for(kind: str):
@@ -98,7 +93,7 @@ def _cost(op, target):
     W, G = target.lanes, group_size(fmt, k)
     groups = k // G
     steps = groups * ceil(G / W)
-    u = _accumulators(m, n, k, W)
+    u = accumulators(m, n, k, W)
     scaled_chunks = fmt.group > 1 and groups > 1  # each chunk times its group's scale
     feats = widen_features(fmt, target, steps * n, single=True) + Features.of(
         vec_load=steps * (m + n),
@@ -126,7 +121,7 @@ def _next_columns_trips(op, target) -> int:
     W, gl = target.lanes, all(b.level == Level.GL for b in bs_cs(op)[0])
     if n < 2 or group_size(fmt, k) != k or not gl or not target.costs.prefetch_bytes:
         return 0
-    return k // W // _accumulators(m, n, k, W) if rolled(fmt, k, W) else 0
+    return k // W // accumulators(m, n, k, W) if rolled(fmt, k, W) else 0
 
 
 def _prefetch_plan(op, b, target):
@@ -136,7 +131,7 @@ def _prefetch_plan(op, b, target):
     if streams_by_group(b, k, target):
         return 0, False, ()
     cols = dot_columns(op)
-    return prefetch_plan(b, k, target.lanes, _accumulators(m, cols, k, target.lanes), target, rows=m, streams=cols)
+    return prefetch_plan(b, k, target.lanes, accumulators(m, cols, k, target.lanes), target, rows=m, streams=cols)
 
 
 # -- emitter ---------------------------------------------------------------------------------------------
@@ -148,7 +143,7 @@ def _emit(lw, node, binds) -> None:
     check_dot_operands(lw, "dot_quant_rows", a, bs, cs, m, k, n)
     vt, v, W, G = lw.target.vtype, lw.v, lw.W, group_size(fmt, k)
     groups = k // G
-    u = _accumulators(m, ncols, k, W)
+    u = accumulators(m, ncols, k, W)
     lw.open("{")
     lw.emit(f"// {node.name}: {m} row(s) x {ncols} column(s) of {fmt} weights, K = {k}, {u} accumulator(s) each")
     accs = [[[lw.fresh("acc") for _ in range(u)] for _ in range(ncols)] for _ in range(m)]

@@ -44,20 +44,24 @@ _MAX_COLS = 4
 _WIDEN = {F32: 0, BF16: 2}
 
 
-def _accumulators(m: int, n: int, k: int, lanes: int) -> int:
+def accumulators(m: int, n: int, k: int, lanes: int) -> int:
     """Accumulators per (row, column): enough independent FMA chains (8) to hide FMA latency."""
     return max(1, min(4, 8 // (m * n), ceil(k / lanes)))
 
 
+def tile_registers(m: int, n: int, k: int, lanes: int, per_col: int = 1) -> int:
+    """The vector registers of a rows kernel's m x n tile (these kernels' and dot_quant_rows'): the accumulators,
+    ``per_col`` per column (its widened chunk; a format's group scale and zero point too) and an A chunk. With one
+    more temporary counted, 4 rows took 2 columns a kernel on AVX2, not 3: 4 x 3 spill nothing (GCC 12, Clang 14)
+    and ran from DRAM, one thread, Zen 3: 4x2048x16384 bf16 1.06-1.24x, 4x2560x10240 bf16 1.15-1.20x,
+    4x2048x16384 f32 1.07-1.12x, the gated pair 4x2048x16384 bf16 (split into two 4 x 3 GEMVs) 1.08-1.11x,
+    8x2048x16384 bf16 1.04-1.07x faster."""
+    return m * n * accumulators(m, n, k, lanes) + n * per_col + 1
+
+
 def _regs(op, target) -> int:
-    """Accumulators, a (widened) chunk per column and an A chunk, as dot_quant_rows counts them. With one more
-    temporary counted, 4 rows took 2 columns a kernel, not 3: 4 x 3 spill nothing (GCC 12, Clang 14) and ran
-    from DRAM, one thread, Zen 3: 4x2048x16384 bf16 1.06-1.24x, 4x2560x10240 bf16 1.15-1.20x, 4x2048x16384 f32
-    1.07-1.12x, the gated pair 4x2048x16384 bf16 (split into two 4 x 3 GEMVs) 1.08-1.11x, 8x2048x16384 bf16
-    1.04-1.07x faster."""
     _, m, k, _ = op.iter_shape
-    cols = dot_columns(op)
-    return m * cols * _accumulators(m, cols, k, target.lanes) + cols + 1
+    return tile_registers(m, dot_columns(op), k, target.lanes)
 
 
 def sets_hold_rows(a, n: int, target) -> bool:
@@ -90,7 +94,7 @@ def _cost(op, target):
     cols, steps = dot_columns(op), ceil(k / target.lanes)
     feats = Features.of(
         vec_load=steps * (m + cols),
-        vec_op=steps * cols * _WIDEN[b_dtype(op)] + m * cols * (_accumulators(m, cols, k, target.lanes) - 1),
+        vec_op=steps * cols * _WIDEN[b_dtype(op)] + m * cols * (accumulators(m, cols, k, target.lanes) - 1),
         vec_fma=steps * m * cols,
         hsum=m * cols,
     )
@@ -111,7 +115,7 @@ def _b_reads(op, target) -> Features:
     pair's one column of B1 beside one of B2: two streams of separate operands, as its dot kernels)."""
     _, m, k, n = op.iter_shape
     bs, cols = bs_cs(op)[0], dot_columns(op)
-    u = _accumulators(m, cols, k, target.lanes)
+    u = accumulators(m, cols, k, target.lanes)
     trips = loop_trips(k // target.lanes, u)
     lines = sum((lines_read(b) for b in bs), Features.of())
     if _streams_next(op, target) and trips:
@@ -127,7 +131,7 @@ def _emit(lw, node, binds) -> None:
     check_dot_operands(lw, "dot rows kernel", a, bs, cs, m, k, n)
     vt, v, W = lw.target.vtype, lw.v, lw.W
     cols, outs = [(b, j) for b in bs for j in range(n)], [(c, j) for c in cs for j in range(n)]
-    u = _accumulators(m, len(cols), k, W)
+    u = accumulators(m, len(cols), k, W)
     f32 = bs[0].dtype == F32
     lw.open("{")
     lw.emit(f"// {node.name}: {m} row(s) x {len(cols)} column(s), K = {k}, {u} accumulator(s) each")
