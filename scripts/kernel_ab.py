@@ -155,6 +155,34 @@ def kernels_of(impl) -> str:
     return ", ".join(sorted(out))
 
 
+def time_headers(work: Path, headers: list[str], copies: int, rounds: int, calls: int, wall: bool = False):
+    """Compile the generated headers (kernel ``k<i>`` in namespace ``ab<i>``, the same parameters) into one binary of
+    _HARNESS in ``work`` and run it: {variant: its figure of each round} (µs; the thread's CPU time, or wall time
+    where ``wall``: a header's own pool running threads beside the caller)."""
+    for i, text in enumerate(headers):
+        (work / f"k{i}.hpp").write_text(text)
+        (work / f"k{i}.cpp").write_text(
+            f'#include "k{i}.hpp"\nvoid run{i}(void* const* a) {{ ab{i}::k{i}_call(a); }}\n'
+        )
+    decls = "\n".join(f"void run{i}(void* const*);" for i in range(len(headers)))
+    fns = ", ".join(f"run{i}" for i in range(len(headers)))
+    harness = _HARNESS.replace("CLOCK_THREAD_CPUTIME_ID", "CLOCK_MONOTONIC") if wall else _HARNESS
+    (work / "main.cpp").write_text(harness.format(decls=decls, fns=fns, params=param_rows(PARAM.findall(headers[0]))))
+    base = [*cxx().split(), "-std=c++17", "-O2", "-pthread", f"-I{work}"]
+    srcs = [*(work / f"k{i}.cpp" for i in range(len(headers))), work / "main.cpp"]
+    for src in srcs:
+        subprocess.run([*base, "-c", str(src), "-o", str(src.with_suffix(".o"))], check=True)
+    subprocess.run([*base, *(str(s.with_suffix(".o")) for s in srcs), "-o", str(work / "bench")], check=True)
+    run = [str(work / "bench"), str(copies), str(rounds), str(calls)]
+    out = subprocess.run(run, check=True, capture_output=True, text=True).stdout
+    times: dict[int, list[float]] = {i: [] for i in range(len(headers))}
+    for line in out.split("\n"):
+        if line.strip():
+            k, t = line.split()
+            times[int(k)].append(float(t))
+    return times
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("spec")
@@ -176,33 +204,11 @@ def main() -> int:
             continue
         variants.append((label, target, user, impl))
     work = Path(tempfile.mkdtemp(prefix="kernel_ab"))
-    objs, params = [], None
-    for i, (_, target, user, impl) in enumerate(variants):
-        text = emit_header(user, impl, target, name=f"k{i}", namespace=f"ab{i}")
-        (work / f"k{i}.hpp").write_text(text)
-        params = params or PARAM.findall(text)
-        (work / f"k{i}.cpp").write_text(
-            f'#include "k{i}.hpp"\nvoid run{i}(void* const* a) {{ ab{i}::k{i}_call(a); }}\n'
-        )
-        objs.append(work / f"k{i}.o")
-    decls = "\n".join(f"void run{i}(void* const*);" for i in range(len(variants)))
-    fns = ", ".join(f"run{i}" for i in range(len(variants)))
-    (work / "main.cpp").write_text(_HARNESS.format(decls=decls, fns=fns, params=param_rows(params)))
-    base = [*cxx().split(), "-std=c++17", "-O2", f"-I{work}"]
-    for src in [*(work / f"k{i}.cpp" for i in range(len(variants))), work / "main.cpp"]:
-        subprocess.run([*base, "-c", str(src), "-o", str(src.with_suffix(".o"))], check=True)
-    subprocess.run([*base, *map(str, objs), str(work / "main.o"), "-o", str(work / "bench")], check=True)
-    out = subprocess.run(
-        [str(work / "bench"), str(args.copies), str(args.rounds), str(args.calls)],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
-    times: dict[int, list[float]] = {}
-    for line in out.split("\n"):
-        if line.strip():
-            k, t = line.split()
-            times.setdefault(int(k), []).append(float(t))
+    headers = [
+        emit_header(user, impl, target, name=f"k{i}", namespace=f"ab{i}")
+        for i, (_, target, user, impl) in enumerate(variants)
+    ]
+    times = time_headers(work, headers, args.copies, args.rounds, args.calls)
     print(f"{args.spec} --isa {args.isa} --profile {args.profile}: one thread, {args.copies} rotated copies")
     for i, (label, *_rest) in enumerate(variants):
         ts = sorted(times[i])

@@ -23,31 +23,13 @@ from pathlib import Path
 
 import kernel_ab
 
-from morello_build.check.testing import cxx
 
-
-def header(python: str, spec: str, threads: int, i: int, work: Path) -> Path:
-    out = work / f"k{i}.hpp"
+def header(python: str, spec: str, threads: int, i: int, work: Path) -> str:
+    """The header ``python``'s checkout synthesizes for spec: kernel ``k<i>`` in namespace ``ab<i>``."""
+    out = work / f"synth{i}.hpp"
     cmd = [python, "-m", "morello_build", "synth", spec, "--threads", str(threads), "--db", "none"]
     subprocess.run([*cmd, "--name", f"k{i}", "--namespace", f"ab{i}", "-o", str(out)], check=True)
-    (work / f"k{i}.cpp").write_text(f'#include "k{i}.hpp"\nvoid run{i}(void* const* a) {{ ab{i}::k{i}_call(a); }}\n')
-    return out
-
-
-def build(work: Path, threads: int) -> Path:
-    params = kernel_ab.PARAM.findall((work / "k0.hpp").read_text())
-    harness = kernel_ab._HARNESS
-    if threads > 1:  # the pool's other threads work too
-        harness = harness.replace("CLOCK_THREAD_CPUTIME_ID", "CLOCK_MONOTONIC")
-    decls = "void run0(void* const*);\nvoid run1(void* const*);"
-    (work / "main.cpp").write_text(harness.format(decls=decls, fns="run0, run1", params=kernel_ab.param_rows(params)))
-    base = [*cxx().split(), "-std=c++17", "-O2", "-pthread", f"-I{work}"]
-    objs = []
-    for name in ("k0", "k1", "main"):
-        objs.append(str(work / f"{name}.o"))
-        subprocess.run([*base, "-c", str(work / f"{name}.cpp"), "-o", objs[-1]], check=True)
-    subprocess.run([*base, *objs, "-o", str(work / "bench")], check=True)
-    return work / "bench"
+    return out.read_text()
 
 
 def main() -> int:
@@ -60,15 +42,10 @@ def main() -> int:
     ap.add_argument("--copies", type=int, default=4)
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="version_ab"))
-    for i, python in enumerate((args.old_python, args.new_python)):
-        header(python, args.spec, args.threads, i, work)
-    run = [str(build(work, args.threads)), str(args.copies), str(args.rounds), "5"]
-    out = subprocess.run(run, check=True, capture_output=True, text=True).stdout
-    times: dict[int, list[float]] = {0: [], 1: []}
-    for line in out.splitlines():
-        if line.strip():
-            k, t = line.split()
-            times[int(k)].append(float(t))
+    headers = [
+        header(python, args.spec, args.threads, i, work) for i, python in enumerate((args.old_python, args.new_python))
+    ]
+    times = kernel_ab.time_headers(work, headers, args.copies, args.rounds, 5, wall=args.threads > 1)
     old, new = (sorted(times[i])[len(times[i]) // 2] for i in (0, 1))
     ratios = sorted(a / b for a, b in zip(times[0], times[1]))  # each round runs both, in a random order
     q = len(ratios) // 4
