@@ -345,7 +345,7 @@ def view_features(operand: TensorSpec, streams: int = 1) -> Features:
 def better(x, y) -> bool:
     """Total order on solutions: cost, then work (the sum over classes: programs bound by the same port
     often cost alike), then peak memory (fast levels first), then tree depth.
-    (Equal keys keep the earlier action, so the search is deterministic.)"""
+    (Equal keys keep the earlier action, so the search is deterministic: better_keyed's indexes.)"""
     return better_keyed(x, order_key(x), y, order_key(y))
 
 
@@ -354,13 +354,16 @@ def order_key(impl) -> tuple:
     return round(impl.cost, 6), round(work(impl), 6), impl.peaks[::-1]
 
 
-def better_keyed(x, kx, y, ky) -> bool:
-    """``better`` given both ``order_key``s (the search keeps its best's: it compares every solution with it)."""
+def better_keyed(x, kx, y, ky, ix: int = 0, iy: int = 0) -> bool:
+    """``better`` given both ``order_key``s (the search keeps its best's: it compares every solution with it), and
+    where all else ties, the lower index: the search tries a spec's actions in the order of their bounds, and
+    ``ix`` / ``iy`` say where their actions come in the enumeration (the first of equals wins, as in a scan)."""
     from morello_build.ir.impl import depth
 
     if kx != ky:
         return kx < ky
-    return depth(x) < depth(y)
+    dx, dy = depth(x), depth(y)
+    return dx < dy if dx != dy else ix < iy
 
 
 def lower_bound(spec, target) -> float:

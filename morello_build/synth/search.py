@@ -83,14 +83,17 @@ class Search:
                 self._remember(spec, map(max, lo, self._lo), map(min, hi, self._hi), impl)
                 self._lo, self._hi = outer
                 return impl
-        best = best_action = best_key = None
-        for action in enumerate_actions(spec, self.target):
-            impl = self.apply(spec, action, budget=best.cost if best is not None else None)
+        best = best_action = best_key = best_index = None
+        for bound, index, action, plan in self._plans(spec):
+            budget = None if best is None else best.cost
+            if self.prune and budget is not None and bound > budget:
+                break  # the plans come in the order of their bounds: none of the rest can win either
+            impl = self._build(spec, plan, budget=budget)
             if impl is None:
                 continue
             key = order_key(impl)
-            if best is None or better_keyed(impl, key, best, best_key):
-                best, best_action, best_key = impl, action, key
+            if best is None or better_keyed(impl, key, best, best_key, index, best_index):
+                best, best_action, best_key, best_index = impl, action, key, index
         lo = self._lo if best is None else map(max, self._lo, best.peaks)
         lo, hi = self._remember(spec, lo, self._hi, best)
         self._lo, self._hi = outer
@@ -154,12 +157,36 @@ class Search:
         """
         plan = action.plan(spec, self.target)
         if not isinstance(plan, Plan):  # a Refusal: the action does not apply here
-            if plan.short_of is not None:  # ... under these limits: not with less than ``need`` bytes
-                level, need = plan.short_of
-                self._hi[level] = min(self._hi[level], need - 1)
+            self._refused(plan)
             return None
         if budget is not None and self.prune and plan.lower_bound(self.bound) > budget:
             return None
+        return self._build(spec, plan, bodies, budget)
+
+    def _refused(self, refusal) -> None:
+        """Narrow the range of the spec being searched by an action it refused for lack of memory."""
+        if refusal.short_of is not None:  # ... under these limits: not with less than ``need`` bytes
+            level, need = refusal.short_of
+            self._hi[level] = min(self._hi[level], need - 1)
+
+    def _plans(self, spec: Spec) -> list[tuple]:
+        """(lower bound, enumeration index, action, plan) of every action that applies to ``spec``, the least
+        bound first. Trying the likeliest winners first gives the budget its final value early, so more plans
+        are skipped unbuilt (1x2048x16384 q4_0 M = 4: 1.5x faster synthesis); better_keyed's indexes keep the
+        choice among equals that the enumeration's order gives."""
+        plans = []
+        for index, action in enumerate(enumerate_actions(spec, self.target)):
+            plan = action.plan(spec, self.target)
+            if isinstance(plan, Plan):
+                plans.append((plan.lower_bound(self.bound) if self.prune else 0.0, index, action, plan))
+            else:
+                self._refused(plan)
+        plans.sort()  # by bound, then index (unique: the actions and plans are never compared)
+        return plans
+
+    def _build(self, spec: Spec, plan: Plan, bodies: dict[int, Callable] | None = None, budget=None):
+        """``plan``'s Impl (apply): its sub-specs synthesized, or built by ``bodies``; None where one has no
+        program, or where the children built so far and the bounds of the rest exceed ``budget``."""
         children = []
         done = list(ZERO)  # the parts of the plan's built children (for bounds)
         weights = plan.run_weights
