@@ -211,7 +211,7 @@ def _streamed_tiles(op, tile: tuple[int, ...], dims: tuple[int, ...], views: boo
             yield operand_tiles(op, tile)[i]  # only here: most loops count nothing, and plan() is hot
 
 
-@lru_cache(maxsize=1 << 12)
+@lru_cache(maxsize=1 << 16)  # size: tile._loop_shape
 def _read_once(op, views: bool = False) -> tuple:
     """(index, tile, iteration dims) of the main-memory inputs of an op with a reduction that no other dim
     reuses (short_runs, lost_streams), with ``views`` also its L1 views of several runs (long_bursts: a dense

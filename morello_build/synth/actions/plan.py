@@ -79,7 +79,7 @@ def respects_strips(op, tile) -> bool:
     return not any(tile[j] < full[j] and tile[j] % strip for j, strip in _strips(op))
 
 
-@lru_cache(maxsize=1 << 12)
+@lru_cache(maxsize=1 << 16)  # size: tile._loop_shape
 def _strips(op) -> tuple[tuple[int, int], ...]:
     """(iteration dim, strip) of every operand dim whose strip is not 1 (a tile of any size respects a
     strip of 1); once per op: the search plans a dozen tiles of each op."""

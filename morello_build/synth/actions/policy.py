@@ -147,7 +147,7 @@ def enumerate_actions(spec: Spec, target) -> tuple:
     return _offered(spec.op, target)
 
 
-@lru_cache(maxsize=1 << 12)  # the search meets each op under several limits, soon after
+@lru_cache(maxsize=1 << 16)  # the search meets each op under several limits (size: tile._loop_shape)
 def _offered(op, target) -> tuple:
     return tuple(_actions(op, target))
 
