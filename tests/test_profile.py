@@ -18,9 +18,11 @@ from morello_build.target.host import Cache, HostFacts
 from morello_build.tools import calibrate, cli, fit
 
 HOST = HostFacts("AuthenticAMD", 25, 1, "AMD EPYC 7763", 2, Cache(1, 32 << 10, 8), Cache(2, 512 << 10, 8), None)
-TRUE = dict(
-    vec_fma=0.5, fma_latency=4.0, vec_load=0.6, vec_store=1.1, l2_line=0.8, gl_line=20.0, gl_interleaved=6.0
-) | dict(gl_two_streams=3.0, gl_short_run=150.0, parallel_setup=9000.0, copy_gather_elem=2.5)
+TRUE = (
+    dict(vec_fma=0.5, fma_latency=4.0, vec_load=0.6, vec_store=1.1, l2_line=0.8, gl_line=20.0, gl_interleaved=6.0)
+    | dict(vec_op=0.3, vec_shuffle=1.0, vec_imul=0.5)
+    | dict(gl_two_streams=3.0, gl_short_run=150.0, parallel_setup=9000.0, copy_gather_elem=2.5)
+)
 
 
 def synthetic_cycles(costs: dict, noise: float = 0.0, dot_line: float = 30.0) -> dict[str, float]:
@@ -356,6 +358,9 @@ def test_calibrate_quick_runs_the_benchmarks(tmp_path, capsys):
     assert cli.main(["calibrate", "--quick", "-o", str(out)]) == 0
     data = json.loads(out.read_text())
     assert {"clock", "fma_tp_256", "fma_lat_256", "dram_line", "short_run", "prefetch_0"} <= set(data["measurements"])
+    assert set(fit.ROWS) <= set(data["measurements"])
+    for feature in ("vec_op", "vec_shuffle", "vec_imul"):  # 1 to 4 pipes on x86 cores (Zen 3: 0.32, 0.5, 0.5)
+        assert 0.2 <= data["costs"][feature] <= 1.5, (feature, data["costs"][feature])
     if "avx512" in runnable_isas():
         assert {"fma_tp_512", "l1_load_512", "l1_store_512"} <= set(data["measurements"])
         assert set(data["widths"]["64"]) == {"vec_fma", "fma_latency", "vec_load", "vec_store"}

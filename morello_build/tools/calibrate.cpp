@@ -72,6 +72,44 @@ __attribute__((target("avx512f"))) static float cvt512(__m512 v) { return _mm512
 FMA_BENCH(fma256, "avx2,fma", __m256, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_add_ps, cvt256)
 FMA_BENCH(fma512, "avx512f", __m512, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_add_ps, cvt512)
 
+// -- the integer vector pipes: one 256-bit instruction (OP, of an accumulator and a constant) of 12 independent
+// chains; an empty asm keeps the chains in registers and the compiler from folding them. The vector ALU's row
+// (CostTable.vec_op: logic ops, adds, shifts, converts) cycles through an add, an and, a shift and a convert, as the
+// quantized kernels mix them; the shuffle's is vpshufb, the integer multiplier's vpmaddubsw.
+#define OP12(OP) \
+  a0 = OP(a0); a1 = OP(a1); a2 = OP(a2); a3 = OP(a3); a4 = OP(a4); a5 = OP(a5); \
+  a6 = OP(a6); a7 = OP(a7); a8 = OP(a8); a9 = OP(a9); a10 = OP(a10); a11 = OP(a11); \
+  asm volatile("" : "+x"(a0), "+x"(a1), "+x"(a2), "+x"(a3), "+x"(a4), "+x"(a5), "+x"(a6), "+x"(a7), "+x"(a8), \
+               "+x"(a9), "+x"(a10), "+x"(a11));
+
+#define INT_BENCH(NAME, OP1, OP2, OP3, OP4)                                                                 \
+  __attribute__((target("avx2"), noinline)) static double NAME(long n) {                                    \
+    const __m256i b = _mm256_set1_epi8(3);                                                                  \
+    __m256i a0 = _mm256_set1_epi32(1), a1 = _mm256_set1_epi32(2), a2 = _mm256_set1_epi32(3);                \
+    __m256i a3 = _mm256_set1_epi32(4), a4 = _mm256_set1_epi32(5), a5 = _mm256_set1_epi32(6);                \
+    __m256i a6 = _mm256_set1_epi32(7), a7 = _mm256_set1_epi32(8), a8 = _mm256_set1_epi32(9);                \
+    __m256i a9 = _mm256_set1_epi32(10), a10 = _mm256_set1_epi32(11), a11 = _mm256_set1_epi32(12);           \
+    double t0 = now();                                                                                      \
+    for (long i = 0; i < n; ++i) {                                                                          \
+      OP12(OP1) OP12(OP2) OP12(OP3) OP12(OP4)                                                               \
+    }                                                                                                       \
+    double t = now() - t0;                                                                                  \
+    __m256i s = _mm256_xor_si256(_mm256_xor_si256(_mm256_xor_si256(a0, a1), _mm256_xor_si256(a2, a3)),     \
+                                 _mm256_xor_si256(_mm256_xor_si256(a4, a5), _mm256_xor_si256(a6, a7)));    \
+    s = _mm256_xor_si256(s, _mm256_xor_si256(_mm256_xor_si256(a8, a9), _mm256_xor_si256(a10, a11)));       \
+    g_sink = (float)_mm256_extract_epi32(s, 0);                                                             \
+    return t * 1e9 / (48.0 * n);                                                                            \
+  }
+#define ADD_B(a) _mm256_add_epi32(a, b)
+#define AND_B(a) _mm256_and_si256(a, b)
+#define SHIFT(a) _mm256_srli_epi16(a, 1)
+#define CVT(a) _mm256_castps_si256(_mm256_cvtepi32_ps(a))
+#define SHUF_B(a) _mm256_shuffle_epi8(a, b)
+#define MADD_B(a) _mm256_maddubs_epi16(a, b)
+INT_BENCH(alu256_tp, ADD_B, AND_B, SHIFT, CVT)
+INT_BENCH(shuffle256_tp, SHUF_B, SHUF_B, SHUF_B, SHUF_B)
+INT_BENCH(imul256_tp, MADD_B, MADD_B, MADD_B, MADD_B)
+
 // -- loads and stores: 256-bit vectors, OR-ed into 8 accumulators (logic ops have the most ports) -------
 __attribute__((target("avx2"), noinline)) static __m256 read_range(const float* p, size_t floats, __m256 acc) {
   __m256 s0 = acc, s1 = acc, s2 = acc, s3 = acc, s4 = acc, s5 = acc, s6 = acc, s7 = acc;
@@ -367,6 +405,9 @@ int main(int argc, char** argv) {
     MEASURE("clock", best([&] { return clock_ns(2000000 * scale / 5); }));
     MEASURE("fma_tp_256", best([&] { return fma256_tp(400000 * scale / 5); }));
     MEASURE("fma_lat_256", best([&] { return fma256_lat(400000 * scale / 5); }));
+    MEASURE("alu_tp_256", best([&] { return alu256_tp(100000 * scale / 5); }));
+    MEASURE("shuffle_tp_256", best([&] { return shuffle256_tp(100000 * scale / 5); }));
+    MEASURE("imul_tp_256", best([&] { return imul256_tp(100000 * scale / 5); }));
     if (avx512) {
       MEASURE("fma_tp_512", best([&] { return fma512_tp(400000 * scale / 5); }));
       MEASURE("fma_lat_512", best([&] { return fma512_lat(400000 * scale / 5); }));

@@ -15,6 +15,11 @@ from dataclasses import dataclass
 ROWS: dict[str, tuple[str, dict[str, float]]] = {
     "fma_tp_256": ("one 256-bit FMA of 12 independent chains", {"vec_fma": 1}),
     "fma_lat_256": ("one 256-bit FMA of a dependent chain", {"fma_latency": 1}),
+    # The quantized kernels' other port classes (synth/cost.py: alu, shuffle, imul): the built-in tables' prices are
+    # estimates (target/microarch.py); Zen 3 issues adds and logic ops on 4 pipes, shifts and converts on 2.
+    "alu_tp_256": ("one 256-bit add, and, shift or int->float convert (a mix), 12 chains", {"vec_op": 1}),
+    "shuffle_tp_256": ("one 256-bit vpshufb of 12 independent chains", {"vec_shuffle": 1}),
+    "imul_tp_256": ("one 256-bit vpmaddubsw of 12 independent chains", {"vec_imul": 1}),
     "l1_load": ("one 256-bit load from L1", {"vec_load": 1}),
     "l1_store": ("one 256-bit store to L1", {"vec_store": 1}),
     "l2_line": ("a 64-byte line streamed from L2", {"l2_line": 1, "vec_load": 2}),
